@@ -1,0 +1,64 @@
+// The reference kernel interface. Kernels see tensors and attributes, never the IR graph.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/attributes.h"
+#include "core/status.h"
+#include "core/tensor.h"
+#include "ir/op.h"
+
+namespace kiln {
+
+class Graph;
+
+struct KernelContext {
+  Op op;
+  const Attributes* attrs = nullptr;
+  std::vector<const Tensor*> inputs;   // nullptr: omitted optional input
+  std::vector<Tensor> outputs;         // the kernel fills one per node output
+  std::vector<bool> output_wanted;     // false: the node omits this optional output
+  // Runs a subgraph (If/Loop/Scan bodies) with the given inputs; the executor binds
+  // outer-scope captures. Null where subgraphs cannot run.
+  std::function<Result<std::vector<Tensor>>(const Graph&, const std::vector<Tensor>&)> run_subgraph;
+
+  size_t num_inputs() const { return inputs.size(); }
+  const Tensor* input(size_t i) const { return i < inputs.size() ? inputs[i] : nullptr; }
+  bool has_input(size_t i) const { return input(i) != nullptr; }
+  const Attributes& attr() const { return *attrs; }
+  // Allocates output i and returns it.
+  Tensor& alloc_output(size_t i, DataType dt, Dims dims) {
+    if (outputs.size() <= i) outputs.resize(i + 1);
+    outputs[i] = Tensor(dt, std::move(dims));
+    return outputs[i];
+  }
+  void set_output(size_t i, Tensor t) {
+    if (outputs.size() <= i) outputs.resize(i + 1);
+    outputs[i] = std::move(t);
+  }
+};
+
+using KernelFn = Status (*)(KernelContext&);
+
+class KernelRegistry {
+ public:
+  void add(Op op, KernelFn fn) { table_[static_cast<size_t>(op)] = fn; }
+  KernelFn find(Op op) const { return table_[static_cast<size_t>(op)]; }
+
+ private:
+  KernelFn table_[kNumOps] = {};
+};
+
+// The reference backend's kernels, one registration function per op family.
+const KernelRegistry& reference_kernels();
+void register_elementwise_kernels(KernelRegistry& r);
+void register_nn_kernels(KernelRegistry& r);         // conv, pool, norm, resize, pad
+void register_linalg_kernels(KernelRegistry& r);     // matmul, gemm, einsum
+void register_reduction_kernels(KernelRegistry& r);  // reduce*, softmax, argmax, topk, cumsum
+void register_shape_kernels(KernelRegistry& r);      // shape, reshape, slice, gather, concat...
+
+// Error for an input dtype the kernel does not handle.
+Status unsupported_dtype(Op op, DataType dt, const char* what = "input");
+
+}  // namespace kiln

@@ -1,0 +1,22 @@
+#include "backends/cpu/reference/kernel.h"
+
+namespace kiln {
+
+const KernelRegistry& reference_kernels() {
+  static const KernelRegistry* reg = [] {
+    auto* r = new KernelRegistry();
+    register_elementwise_kernels(*r);
+    register_nn_kernels(*r);
+    register_linalg_kernels(*r);
+    register_reduction_kernels(*r);
+    register_shape_kernels(*r);
+    return r;
+  }();
+  return *reg;
+}
+
+Status unsupported_dtype(Op op, DataType dt, const char* what) {
+  return unsupported(op_name(op), " does not support ", what, " dtype ", dtype_name(dt));
+}
+
+}  // namespace kiln

@@ -1,0 +1,94 @@
+#include "core/tensor.h"
+
+#include <cstring>
+#include <sstream>
+
+namespace kiln {
+
+int64_t num_elements(const Dims& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return n;
+}
+
+std::string dims_str(const Dims& dims) {
+  std::ostringstream os;
+  os << '[';
+  for (size_t i = 0; i < dims.size(); ++i) os << (i ? "," : "") << dims[i];
+  os << ']';
+  return os.str();
+}
+
+Dims contiguous_strides(const Dims& dims) {
+  Dims s(dims.size(), 1);
+  for (int i = static_cast<int>(dims.size()) - 2; i >= 0; --i) s[i] = s[i + 1] * dims[i + 1];
+  return s;
+}
+
+Tensor::Tensor(DataType dtype, Dims dims) : dtype_(dtype), dims_(std::move(dims)) {
+  size_t bytes = nbytes();
+  // Always allocate at least one byte so data() is non-null for empty tensors.
+  storage_ = std::shared_ptr<std::byte[]>(new std::byte[bytes ? bytes : 1]());
+  data_ = storage_.get();
+}
+
+Tensor Tensor::wrap(DataType dtype, Dims dims, void* data) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.dims_ = std::move(dims);
+  t.data_ = data;
+  return t;
+}
+
+Tensor Tensor::reshaped(Dims dims) const {
+  Tensor t = *this;
+  assert(num_elements(dims) == size());
+  t.dims_ = std::move(dims);
+  return t;
+}
+
+Tensor Tensor::clone() const {
+  Tensor t(dtype_, dims_);
+  if (nbytes()) std::memcpy(t.data_, data_, nbytes());
+  return t;
+}
+
+double Tensor::get_double(int64_t i) const {
+  double out = 0;
+  dispatch_all(dtype_, [&]<typename T>() { out = convert_element<double>(data<T>()[i]); });
+  return out;
+}
+
+int64_t Tensor::get_int(int64_t i) const {
+  int64_t out = 0;
+  dispatch_all(dtype_, [&]<typename T>() { out = convert_element<int64_t>(data<T>()[i]); });
+  return out;
+}
+
+std::vector<int64_t> Tensor::to_int_vector() const {
+  std::vector<int64_t> v(static_cast<size_t>(size()));
+  for (int64_t i = 0; i < size(); ++i) v[static_cast<size_t>(i)] = get_int(i);
+  return v;
+}
+
+std::string Tensor::describe() const { return cat(dtype_name(dtype_), dims_str(dims_)); }
+
+Tensor make_scalar_int64(int64_t v) { return make_tensor<int64_t>({}, {v}); }
+Tensor make_int64_vector(const std::vector<int64_t>& v) {
+  return make_tensor<int64_t>({static_cast<int64_t>(v.size())}, v);
+}
+
+Tensor cast_tensor(const Tensor& t, DataType to) {
+  Tensor out(to, t.dims());
+  int64_t n = t.size();
+  dispatch_all(t.dtype(), [&]<typename From>() {
+    const From* src = t.data<From>();
+    dispatch_all(to, [&]<typename To>() {
+      To* dst = out.data<To>();
+      for (int64_t i = 0; i < n; ++i) dst[i] = convert_element<To>(src[i]);
+    });
+  });
+  return out;
+}
+
+}  // namespace kiln

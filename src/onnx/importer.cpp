@@ -1,0 +1,468 @@
+#include "onnx/importer.h"
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <onnx/onnx_pb.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <sstream>
+#include <unordered_map>
+
+#include "ir/verifier.h"
+#include "onnx/tensor_io.h"
+
+namespace kiln {
+
+namespace {
+
+struct ImportContext {
+  std::string what;       // model file name, for messages
+  std::string base_dir;   // external data folder
+  std::unordered_map<std::string, int64_t> opsets;  // domain -> version ("" = default)
+  std::vector<std::string> unsupported;             // one line per unsupported node
+  int subgraph_depth = 0;
+};
+
+bool is_default_domain(const std::string& d) { return d.empty() || d == "ai.onnx"; }
+
+// Maps ONNX op types whose canonical kiln op has another name.
+const std::unordered_map<std::string, Op>& renamed_ops() {
+  static const std::unordered_map<std::string, Op> m = {
+      {"Upsample", Op::Resize},
+      {"CastLike", Op::Cast},
+  };
+  return m;
+}
+
+std::optional<Op> canonical_op(const std::string& op_type) {
+  auto it = renamed_ops().find(op_type);
+  if (it != renamed_ops().end()) return it->second;
+  return op_from_name(op_type);
+}
+
+Result<std::optional<SymShape>> convert_shape(const onnx::TypeProto_Tensor& tt) {
+  if (!tt.has_shape()) return std::optional<SymShape>();
+  SymShape s;
+  for (const auto& d : tt.shape().dim()) {
+    Dim dim;
+    if (d.has_dim_value()) {
+      if (d.dim_value() < 0) return invalid_model("negative dimension ", d.dim_value());
+      dim.value = d.dim_value();
+    } else if (d.has_dim_param()) {
+      dim.symbol = d.dim_param();
+    }
+    s.push_back(dim);
+  }
+  return std::optional<SymShape>(s);
+}
+
+// Type of a graph input/output/value_info. Non-tensor types are reported as unsupported.
+Status convert_type(const onnx::ValueInfoProto& vi, DataType* dt, std::optional<SymShape>* shape,
+                    const std::string& what) {
+  if (!vi.has_type()) {
+    *dt = DataType::kUndefined;
+    return Status::ok();
+  }
+  const auto& t = vi.type();
+  if (!t.has_tensor_type()) {
+    return unsupported(what, " '", vi.name(), "' has a non-tensor type (sequence, map or optional); not supported");
+  }
+  *dt = static_cast<DataType>(t.tensor_type().elem_type());
+  if (*dt != DataType::kUndefined && !is_supported_dtype(*dt)) {
+    return unsupported(what, " '", vi.name(), "' has element type ",
+                       onnx::TensorProto_DataType_Name(static_cast<onnx::TensorProto_DataType>(t.tensor_type().elem_type())),
+                       ", which kiln does not support");
+  }
+  auto s = convert_shape(t.tensor_type());
+  if (!s) return s.status().with_context(cat(what, " '", vi.name(), "': "));
+  *shape = std::move(s).value();
+  return Status::ok();
+}
+
+class GraphImporter {
+ public:
+  explicit GraphImporter(ImportContext& ctx) : ctx_(ctx) {}
+  Status import(const onnx::GraphProto& gp, Graph& g);
+
+ private:
+  Result<Attribute::Value> convert_attribute(const onnx::AttributeProto& a, Graph& g, const std::string& where);
+  Value* resolve(Graph& g, const std::string& name);
+  Status normalize(Node* n, Graph& g);
+  Status check_node(Node* n);
+  ImportContext& ctx_;
+};
+
+Value* GraphImporter::resolve(Graph& g, const std::string& name) {
+  if (Value* v = g.find_value(name)) return v;
+  for (Graph* p = g.parent; p; p = p->parent) {
+    if (Value* outer = p->find_value(name)) {
+      Value* ref = g.add_outer_ref(name);
+      ref->dtype = outer->dtype;
+      ref->shape = outer->shape;
+      return ref;
+    }
+  }
+  return nullptr;
+}
+
+Result<Attribute::Value> GraphImporter::convert_attribute(const onnx::AttributeProto& a, Graph& g,
+                                                          const std::string& where) {
+  using AP = onnx::AttributeProto;
+  switch (a.type()) {
+    case AP::INT: return Attribute::Value(static_cast<int64_t>(a.i()));
+    case AP::FLOAT: return Attribute::Value(a.f());
+    case AP::STRING: return Attribute::Value(a.s());
+    case AP::INTS: return Attribute::Value(std::vector<int64_t>(a.ints().begin(), a.ints().end()));
+    case AP::FLOATS: return Attribute::Value(std::vector<float>(a.floats().begin(), a.floats().end()));
+    case AP::STRINGS: return Attribute::Value(std::vector<std::string>(a.strings().begin(), a.strings().end()));
+    case AP::TENSOR: {
+      KILN_ASSIGN_OR_RETURN(Tensor t, tensor_from_proto(a.t(), ctx_.base_dir, cat(where, " attribute '", a.name(), "'")));
+      return Attribute::Value(std::move(t));
+    }
+    case AP::GRAPH: {
+      if (ctx_.subgraph_depth > 64) return invalid_model(where, ": subgraphs nested too deeply");
+      auto sub = std::make_shared<Graph>();
+      sub->parent = &g;
+      sub->name = a.g().name();
+      ++ctx_.subgraph_depth;
+      Status s = import(a.g(), *sub);
+      --ctx_.subgraph_depth;
+      KILN_RETURN_IF_ERROR(s.with_context(cat(where, " subgraph '", a.name(), "': ")));
+      return Attribute::Value(std::move(sub));
+    }
+    default:
+      return unsupported(where, ": attribute '", a.name(), "' has type ", AP::AttributeType_Name(a.type()),
+                         ", which kiln does not support");
+  }
+}
+
+// Builds a constant value from a Constant node's attribute.
+Result<Tensor> constant_value(const onnx::NodeProto& np, const std::string& base_dir, const std::string& where) {
+  if (np.attribute_size() != 1) return invalid_model(where, ": Constant needs exactly one value attribute");
+  const auto& a = np.attribute(0);
+  const std::string& n = a.name();
+  using AP = onnx::AttributeProto;
+  auto expect = [&](AP::AttributeType t) -> Status {
+    if (a.type() != t) {
+      return invalid_model(where, ": attribute '", n, "' should be ", AP::AttributeType_Name(t), " but is ",
+                           AP::AttributeType_Name(a.type()));
+    }
+    return Status::ok();
+  };
+  if (n == "value") {
+    KILN_RETURN_IF_ERROR(expect(AP::TENSOR));
+    return tensor_from_proto(a.t(), base_dir, cat(where, " value"));
+  }
+  if (n == "value_float") {
+    KILN_RETURN_IF_ERROR(expect(AP::FLOAT));
+    return make_tensor<float>({}, {a.f()});
+  }
+  if (n == "value_floats") {
+    KILN_RETURN_IF_ERROR(expect(AP::FLOATS));
+    return make_tensor<float>({a.floats_size()}, std::vector<float>(a.floats().begin(), a.floats().end()));
+  }
+  if (n == "value_int") {
+    KILN_RETURN_IF_ERROR(expect(AP::INT));
+    return make_scalar_int64(a.i());
+  }
+  if (n == "value_ints") {
+    KILN_RETURN_IF_ERROR(expect(AP::INTS));
+    return make_int64_vector(std::vector<int64_t>(a.ints().begin(), a.ints().end()));
+  }
+  return unsupported(where, ": Constant attribute '", n, "' is not supported");
+}
+
+// Moves an attribute (ints or int or float) to input `index` as a constant tensor.
+void attr_to_input(Node* n, Graph& g, const std::string& attr, size_t index, DataType dt) {
+  const Attribute* a = n->attrs.find(attr);
+  if (!a) return;
+  Tensor t;
+  if (auto* v = std::get_if<std::vector<int64_t>>(&a->value)) {
+    t = make_int64_vector(*v);
+  } else if (auto* i = std::get_if<int64_t>(&a->value)) {
+    t = dt == DataType::kInt64 && attr != "k" ? make_int64_vector({*i}) : make_scalar_int64(*i);
+  } else if (auto* f = std::get_if<float>(&a->value)) {
+    t = make_tensor<float>({}, {*f});
+  } else if (auto* fs = std::get_if<std::vector<float>>(&a->value)) {
+    t = make_tensor<float>({static_cast<int64_t>(fs->size())}, *fs);
+  } else {
+    return;  // wrong type: check_node reports it
+  }
+  if (t.dtype() != dt) t = cast_tensor(t, dt);
+  while (n->num_inputs() < index) n->add_input(nullptr);
+  Value* c = g.add_constant(g.unique_name(cat(n->name(), "_", attr)), std::move(t));
+  n->set_input(index, c);
+  n->attrs.erase(attr);
+}
+
+Status GraphImporter::normalize(Node* n, Graph& g) {
+  const std::string& t = n->onnx_op_type;
+  const int64_t opset = n->onnx_opset;
+  if (t == "Slice") {
+    // Slice-1: starts/ends/axes attributes.
+    if (n->attrs.has("starts")) {
+      Value* data = n->input(0);
+      attr_to_input(n, g, "starts", 1, DataType::kInt64);
+      attr_to_input(n, g, "ends", 2, DataType::kInt64);
+      attr_to_input(n, g, "axes", 3, DataType::kInt64);
+      n->set_input(0, data);
+    }
+  } else if (t == "Squeeze" || t == "Unsqueeze" || op_has_flag(n->op(), kReduction)) {
+    attr_to_input(n, g, "axes", 1, DataType::kInt64);
+  } else if (t == "Split") {
+    attr_to_input(n, g, "split", 1, DataType::kInt64);
+  } else if (t == "Pad") {
+    if (n->attrs.has("pads")) {  // Pad-2
+      Value* data = n->input(0);
+      float value = n->attrs.get_float("value", 0.0f);
+      attr_to_input(n, g, "pads", 1, DataType::kInt64);
+      n->attrs.erase("value");
+      n->set_input(2, g.add_constant(g.unique_name(n->name() + "_value"), make_tensor<float>({}, {value})));
+      n->set_input(0, data);
+    }
+  } else if (t == "Clip") {
+    if (n->attrs.has("min") || n->attrs.has("max")) {  // Clip-6
+      float lo = n->attrs.get_float("min", -std::numeric_limits<float>::max());
+      float hi = n->attrs.get_float("max", std::numeric_limits<float>::max());
+      n->attrs.erase("min");
+      n->attrs.erase("max");
+      n->set_input(1, g.add_constant(g.unique_name(n->name() + "_min"), make_tensor<float>({}, {lo})));
+      n->set_input(2, g.add_constant(g.unique_name(n->name() + "_max"), make_tensor<float>({}, {hi})));
+    }
+  } else if (t == "TopK") {
+    if (n->attrs.has("k")) {
+      int64_t k = n->attrs.get_int("k", 1);
+      n->attrs.erase("k");
+      n->set_input(1, g.add_constant(g.unique_name(n->name() + "_k"), make_int64_vector({k})));
+    }
+  } else if (t == "Upsample" || (t == "Resize" && opset < 11)) {
+    // Upsample-7 (scales attribute), Upsample-9 and Resize-10 (scales input) become Resize-11+
+    // with inputs (X, roi, scales); their nearest mode is asymmetric with floor rounding.
+    Value* x = n->input(0);
+    Value* scales = n->input(1);
+    if (n->attrs.has("scales")) {
+      std::vector<float> s = n->attrs.get_floats("scales");
+      n->attrs.erase("scales");
+      scales = g.add_constant(g.unique_name(n->name() + "_scales"),
+                              make_tensor<float>({static_cast<int64_t>(s.size())}, s));
+    }
+    for (size_t i = 0; i < n->num_inputs(); ++i) n->set_input(i, nullptr);
+    n->set_input(0, x);
+    n->set_input(1, nullptr);
+    n->set_input(2, scales);
+    std::string mode = n->attrs.get_string("mode", "nearest");
+    n->attrs.set("mode", mode == "bilinear" ? std::string("linear") : mode);
+    n->attrs.set("coordinate_transformation_mode", std::string("asymmetric"));
+    if (mode == "nearest") n->attrs.set("nearest_mode", std::string("floor"));
+  } else if (t == "Dropout") {
+    n->attrs.erase("ratio");
+    n->attrs.erase("is_test");
+  } else if (t == "Softmax" || t == "LogSoftmax" || t == "Hardmax") {
+    if (opset < 13) {
+      n->attrs.set("axis", n->attrs.get_int("axis", 1));
+      n->attrs.set("kiln_coerce_2d", int64_t{1});
+    } else {
+      n->attrs.set("axis", n->attrs.get_int("axis", -1));
+    }
+  } else if (t == "BatchNormalization") {
+    n->attrs.erase("spatial");
+    n->attrs.erase("is_test");
+    n->attrs.erase("consumed_inputs");
+  }
+  return Status::ok();
+}
+
+Status GraphImporter::check_node(Node* n) {
+  const OpInfo& info = op_info(n->op());
+  // Attribute types against the op table's spec.
+  std::string spec = info.attr_spec;
+  std::stringstream ss(spec);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) continue;
+    size_t colon = item.find(':');
+    std::string name = item.substr(0, colon), type = item.substr(colon + 1);
+    const Attribute* a = n->attrs.find(name);
+    if (!a) continue;
+    AttrType want = type == "i" ? AttrType::kInt : type == "f" ? AttrType::kFloat : type == "s" ? AttrType::kString
+                  : type == "t" ? AttrType::kTensor : type == "g" ? AttrType::kGraph : type == "ints" ? AttrType::kInts
+                  : type == "floats" ? AttrType::kFloats : AttrType::kStrings;
+    if (a->type() != want) {
+      return invalid_model(n->describe(), ": attribute '", name, "' must be of type ", attr_type_name(want),
+                           " but is ", attr_type_name(a->type()));
+    }
+  }
+  size_t last_in = n->num_inputs();
+  while (last_in > 0 && !n->input(last_in - 1)) --last_in;
+  if (static_cast<int>(last_in) < info.min_inputs ||
+      (info.max_inputs >= 0 && static_cast<int>(last_in) > info.max_inputs)) {
+    return invalid_model(n->describe(), ": has ", last_in, " inputs, expected ", info.min_inputs,
+                         info.max_inputs < 0 ? " or more" : cat(" to ", info.max_inputs));
+  }
+  for (int i = 0; i < info.min_inputs; ++i) {
+    if (!n->input(static_cast<size_t>(i))) return invalid_model(n->describe(), ": required input ", i, " is missing");
+  }
+  size_t nout = n->num_outputs();
+  if (static_cast<int>(nout) < info.min_outputs || (info.max_outputs >= 0 && static_cast<int>(nout) > info.max_outputs)) {
+    return invalid_model(n->describe(), ": has ", nout, " outputs, expected ", info.min_outputs,
+                         info.max_outputs < 0 ? " or more" : cat(" to ", info.max_outputs));
+  }
+  return Status::ok();
+}
+
+Status GraphImporter::import(const onnx::GraphProto& gp, Graph& g) {
+  if (g.name.empty()) g.name = gp.name();
+  // Initializers first: IR < 4 models also list them as graph inputs.
+  for (const auto& init : gp.initializer()) {
+    if (init.name().empty()) return invalid_model("an initializer has no name");
+    if (g.find_value(init.name())) return invalid_model("initializer '", init.name(), "' is defined twice");
+    KILN_ASSIGN_OR_RETURN(Tensor t, tensor_from_proto(init, ctx_.base_dir, cat("initializer '", init.name(), "'")));
+    g.add_constant(init.name(), std::move(t));
+  }
+  if (gp.sparse_initializer_size() > 0) return unsupported("sparse initializers are not supported");
+  for (const auto& in : gp.input()) {
+    if (g.find_value(in.name())) continue;  // an initializer listed as input
+    if (in.name().empty()) return invalid_model("a graph input has no name");
+    DataType dt;
+    std::optional<SymShape> shape;
+    KILN_RETURN_IF_ERROR(convert_type(in, &dt, &shape, "graph input"));
+    g.add_input(in.name(), dt, std::move(shape));
+  }
+
+  // Pass 1: create nodes and their outputs, so inputs can be resolved in any order.
+  std::vector<std::pair<const onnx::NodeProto*, Node*>> built;
+  for (int i = 0; i < gp.node_size(); ++i) {
+    const auto& np = gp.node(i);
+    std::string name = np.name().empty() ? cat(np.op_type(), "_", i) : np.name();
+    std::string where = cat("node '", name, "' (", np.op_type(), ")");
+    for (const auto& o : np.output()) {
+      if (!o.empty() && g.find_value(o)) return invalid_model(where, ": output '", o, "' is already defined");
+    }
+    const std::string& domain = np.domain();
+    auto opset_it = ctx_.opsets.find(is_default_domain(domain) ? "" : domain);
+    int64_t opset = opset_it == ctx_.opsets.end() ? 0 : opset_it->second;
+    if (is_default_domain(domain) && np.op_type() == "Constant") {
+      if (np.output_size() != 1) return invalid_model(where, ": Constant must have one output");
+      KILN_ASSIGN_OR_RETURN(Tensor t, constant_value(np, ctx_.base_dir, where));
+      g.add_constant(np.output(0), std::move(t));
+      continue;
+    }
+    std::optional<Op> op = is_default_domain(domain) ? canonical_op(np.op_type()) : std::nullopt;
+    if (!op) {
+      ctx_.unsupported.push_back(cat("node '", name, "': op ", np.op_type(), " (domain '",
+                                     domain.empty() ? "ai.onnx" : domain, "', opset ", opset, ")"));
+      op = Op::Identity;  // placeholder so later nodes still resolve their inputs
+    }
+    std::vector<std::string> outs(np.output().begin(), np.output().end());
+    Node* n = g.add_node(*op, name, {}, outs);
+    n->onnx_op_type = np.op_type();
+    n->onnx_domain = domain;
+    n->onnx_opset = opset;
+    built.emplace_back(&np, n);
+  }
+  // Pass 2: inputs, attributes, canonical form.
+  for (auto& [np, n] : built) {
+    for (const auto& in : np->input()) {
+      if (in.empty()) {
+        n->add_input(nullptr);
+        continue;
+      }
+      Value* v = resolve(g, in);
+      if (!v) return invalid_model(n->describe(), ": input '", in, "' is not defined by any node, initializer or graph input");
+      n->add_input(v);
+    }
+    for (const auto& a : np->attribute()) {
+      KILN_ASSIGN_OR_RETURN(Attribute::Value v, convert_attribute(a, g, n->describe()));
+      n->attrs.set(a.name(), std::move(v));
+    }
+  }
+  bool has_unsupported = !ctx_.unsupported.empty();
+  for (auto& [np, n] : built) {
+    if (has_unsupported) break;  // the caller reports every unsupported node at once
+    KILN_RETURN_IF_ERROR(normalize(n, g));
+    KILN_RETURN_IF_ERROR(check_node(n));
+  }
+  // Value info: dtypes and shapes of intermediates when the exporter recorded them.
+  for (const auto& vi : gp.value_info()) {
+    Value* v = g.find_value(vi.name());
+    if (!v || v->kind() != Value::Kind::kNodeOutput) continue;
+    DataType dt;
+    std::optional<SymShape> shape;
+    if (convert_type(vi, &dt, &shape, "value").is_ok()) {
+      v->dtype = dt;
+      v->shape = shape;
+    }
+  }
+  for (const auto& out : gp.output()) {
+    Value* v = resolve(g, out.name());
+    if (!v) return invalid_model("graph output '", out.name(), "' is not produced by any node");
+    DataType dt;
+    std::optional<SymShape> shape;
+    KILN_RETURN_IF_ERROR(convert_type(out, &dt, &shape, "graph output"));
+    if (v->kind() == Value::Kind::kNodeOutput) {
+      if (dt != DataType::kUndefined) v->dtype = dt;
+      if (shape) v->shape = shape;
+    }
+    g.add_output(v);
+  }
+  return g.topological_sort();
+}
+
+}  // namespace
+
+Result<ImportedModel> import_onnx_bytes(const std::string& bytes, const std::string& base_dir,
+                                        const std::string& what) {
+  onnx::ModelProto model;
+  google::protobuf::io::ArrayInputStream raw(bytes.data(), static_cast<int>(bytes.size()));
+  google::protobuf::io::CodedInputStream coded(&raw);
+  coded.SetTotalBytesLimit(std::numeric_limits<int>::max());
+  if (bytes.empty() || !model.ParseFromCodedStream(&coded) || !coded.ConsumedEntireMessage()) {
+    return invalid_model(what, ": not a valid ONNX model (protobuf parsing failed; the file may be truncated or not ONNX)");
+  }
+  if (!model.has_graph() || model.ir_version() <= 0) {
+    return invalid_model(what, ": not a valid ONNX model (no graph or no ir_version)");
+  }
+  ImportContext ctx;
+  ctx.what = what;
+  ctx.base_dir = base_dir;
+  for (const auto& os : model.opset_import()) ctx.opsets[is_default_domain(os.domain()) ? "" : os.domain()] = os.version();
+  if (!ctx.opsets.count("")) {
+    // IR version 1-2 models without opset_import imply opset 1; kiln needs 7+.
+    return unsupported(what, ": the model imports no default-domain opset");
+  }
+  int64_t opset = ctx.opsets[""];
+  if (opset < 7) return unsupported(what, ": opset ", opset, " is older than the oldest supported (7)");
+
+  auto graph = std::make_unique<Graph>();
+  GraphImporter importer(ctx);
+  Status s = importer.import(model.graph(), *graph);
+  if (!ctx.unsupported.empty()) {
+    std::string msg = cat(what, ": ", ctx.unsupported.size(), " unsupported node",
+                          ctx.unsupported.size() == 1 ? "" : "s", ":");
+    for (const auto& u : ctx.unsupported) msg += "\n  " + u;
+    return unsupported(msg);
+  }
+  if (!s.is_ok()) return s.with_context(what + ": ");
+  KILN_RETURN_IF_ERROR(verify_graph(*graph).with_context(what + ": "));
+  ImportedModel m;
+  m.graph = std::move(graph);
+  m.opset = opset;
+  m.ir_version = model.ir_version();
+  m.producer = model.producer_name() + (model.producer_version().empty() ? "" : " " + model.producer_version());
+  m.path = what;
+  return m;
+}
+
+Result<ImportedModel> import_onnx_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return io_error("cannot open model file '", path, "'");
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  return import_onnx_bytes(ss.str(), dir.empty() ? "." : dir, path);
+}
+
+}  // namespace kiln

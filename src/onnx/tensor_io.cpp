@@ -1,0 +1,294 @@
+#include "onnx/tensor_io.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace kiln {
+
+namespace {
+
+Result<std::string> read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return io_error("cannot open '", path, "'");
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// Copies a typed repeated field into the tensor, checking the element count.
+template <typename T, typename Field>
+Status copy_field(const Field& field, Tensor& t, const std::string& what) {
+  if (static_cast<int64_t>(field.size()) != t.size()) {
+    return invalid_model(what, ": has ", field.size(), " values but its shape ", dims_str(t.dims()),
+                         " needs ", t.size());
+  }
+  T* dst = t.data<T>();
+  for (int i = 0; i < field.size(); ++i) {
+    if constexpr (is_half_like_v<T>) {
+      dst[i].bits = static_cast<uint16_t>(field.Get(i));
+    } else {
+      dst[i] = static_cast<T>(field.Get(i));
+    }
+  }
+  return Status::ok();
+}
+
+Status load_external(const onnx::TensorProto& proto, const std::string& base_dir, Tensor& t,
+                     const std::string& what) {
+  std::string location;
+  int64_t offset = 0, length = -1;
+  for (const auto& kv : proto.external_data()) {
+    if (kv.key() == "location") location = kv.value();
+    else if (kv.key() == "offset") offset = std::stoll(kv.value());
+    else if (kv.key() == "length") length = std::stoll(kv.value());
+  }
+  if (location.empty()) return invalid_model(what, ": external data has no location");
+  std::filesystem::path rel(location);
+  if (rel.is_absolute() || location.find("..") != std::string::npos) {
+    return invalid_model(what, ": external data location '", location, "' must be relative to the model folder");
+  }
+  std::string path = (std::filesystem::path(base_dir) / rel).string();
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return io_error(what, ": cannot open external data file '", path, "'");
+  f.seekg(0, std::ios::end);
+  int64_t file_size = f.tellg();
+  int64_t need = static_cast<int64_t>(t.nbytes());
+  if (length >= 0 && length != need) {
+    return invalid_model(what, ": external data length ", length, " does not match ", need, " bytes of ", t.describe());
+  }
+  if (offset < 0 || offset + need > file_size) {
+    return invalid_model(what, ": external data file '", path, "' is too short (", file_size, " bytes, need ",
+                         offset + need, ")");
+  }
+  f.seekg(offset);
+  f.read(static_cast<char*>(t.raw()), need);
+  if (!f) return io_error(what, ": failed to read external data from '", path, "'");
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<Tensor> tensor_from_proto(const onnx::TensorProto& proto, const std::string& base_dir,
+                                 const std::string& what) {
+  auto dt = static_cast<DataType>(proto.data_type());
+  if (!is_supported_dtype(dt)) {
+    return unsupported(what, ": tensor element type ", proto.data_type(), " (",
+                       onnx::TensorProto_DataType_Name(static_cast<onnx::TensorProto_DataType>(proto.data_type())),
+                       ") is not supported");
+  }
+  Dims dims(proto.dims().begin(), proto.dims().end());
+  for (int64_t d : dims) {
+    if (d < 0) return invalid_model(what, ": negative dimension in shape ", dims_str(dims));
+  }
+  // Guard against absurd sizes from corrupted files before allocating.
+  long double total = 1;
+  for (int64_t d : dims) total *= static_cast<long double>(d);
+  if (total * static_cast<long double>(dtype_size(dt)) > static_cast<long double>(1ull << 40)) {
+    return invalid_model(what, ": shape ", dims_str(dims), " is too large");
+  }
+  if (proto.data_location() == onnx::TensorProto::EXTERNAL) {
+    Tensor t(dt, dims);
+    KILN_RETURN_IF_ERROR(load_external(proto, base_dir, t, what));
+    return t;
+  }
+  if (proto.has_raw_data()) {
+    const std::string& raw = proto.raw_data();
+    int64_t need = num_elements(dims) * static_cast<int64_t>(dtype_size(dt));
+    if (static_cast<int64_t>(raw.size()) != need) {
+      return invalid_model(what, ": raw_data has ", raw.size(), " bytes but ", dtype_name(dt), dims_str(dims),
+                           " needs ", need);
+    }
+    Tensor t(dt, dims);
+    if (need) std::memcpy(t.raw(), raw.data(), raw.size());
+    return t;
+  }
+  Tensor t(dt, dims);
+  Status s;
+  switch (dt) {
+    case DataType::kFloat32: s = copy_field<float>(proto.float_data(), t, what); break;
+    case DataType::kFloat64: s = copy_field<double>(proto.double_data(), t, what); break;
+    case DataType::kInt64: s = copy_field<int64_t>(proto.int64_data(), t, what); break;
+    case DataType::kUInt32: s = copy_field<uint32_t>(proto.uint64_data(), t, what); break;
+    case DataType::kUInt64: s = copy_field<uint64_t>(proto.uint64_data(), t, what); break;
+    case DataType::kInt32: s = copy_field<int32_t>(proto.int32_data(), t, what); break;
+    case DataType::kInt16: s = copy_field<int16_t>(proto.int32_data(), t, what); break;
+    case DataType::kInt8: s = copy_field<int8_t>(proto.int32_data(), t, what); break;
+    case DataType::kUInt16: s = copy_field<uint16_t>(proto.int32_data(), t, what); break;
+    case DataType::kUInt8: s = copy_field<uint8_t>(proto.int32_data(), t, what); break;
+    case DataType::kBool: s = copy_field<bool>(proto.int32_data(), t, what); break;
+    case DataType::kFloat16: s = copy_field<Half>(proto.int32_data(), t, what); break;
+    case DataType::kBFloat16: s = copy_field<BFloat16>(proto.int32_data(), t, what); break;
+    default: return unsupported(what, ": dtype ", dtype_name(dt));
+  }
+  if (!s.is_ok()) return s;
+  return t;
+}
+
+void tensor_to_proto(const Tensor& t, const std::string& name, onnx::TensorProto* proto) {
+  proto->Clear();
+  proto->set_name(name);
+  proto->set_data_type(static_cast<int32_t>(t.dtype()));
+  for (int64_t d : t.dims()) proto->add_dims(d);
+  proto->set_raw_data(std::string(static_cast<const char*>(t.raw()), t.nbytes()));
+}
+
+Result<Tensor> read_tensor_pb(const std::string& path, std::string* name) {
+  KILN_ASSIGN_OR_RETURN(std::string bytes, read_file(path));
+  onnx::TensorProto proto;
+  if (!proto.ParseFromString(bytes)) return invalid_argument("'", path, "' is not a serialized ONNX TensorProto");
+  if (name) *name = proto.name();
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  return tensor_from_proto(proto, dir, cat("tensor file '", path, "'"));
+}
+
+Status write_tensor_pb(const Tensor& t, const std::string& name, const std::string& path) {
+  onnx::TensorProto proto;
+  tensor_to_proto(t, name, &proto);
+  std::ofstream f(path, std::ios::binary);
+  if (!f || !proto.SerializeToOstream(&f)) return io_error("cannot write '", path, "'");
+  return Status::ok();
+}
+
+namespace {
+
+const char* npy_descr(DataType dt) {
+  switch (dt) {
+    case DataType::kFloat32: return "<f4";
+    case DataType::kFloat64: return "<f8";
+    case DataType::kFloat16: return "<f2";
+    case DataType::kInt8: return "|i1";
+    case DataType::kInt16: return "<i2";
+    case DataType::kInt32: return "<i4";
+    case DataType::kInt64: return "<i8";
+    case DataType::kUInt8: return "|u1";
+    case DataType::kUInt16: return "<u2";
+    case DataType::kUInt32: return "<u4";
+    case DataType::kUInt64: return "<u8";
+    case DataType::kBool: return "|b1";
+    default: return nullptr;
+  }
+}
+
+bool npy_dtype(const std::string& descr, DataType* out) {
+  static const std::pair<const char*, DataType> table[] = {
+      {"f4", DataType::kFloat32}, {"f8", DataType::kFloat64}, {"f2", DataType::kFloat16},
+      {"i1", DataType::kInt8},    {"i2", DataType::kInt16},   {"i4", DataType::kInt32},
+      {"i8", DataType::kInt64},   {"u1", DataType::kUInt8},   {"u2", DataType::kUInt16},
+      {"u4", DataType::kUInt32},  {"u8", DataType::kUInt64},  {"b1", DataType::kBool},
+  };
+  if (descr.size() != 3 || descr[0] == '>') return false;  // big-endian not supported
+  for (const auto& [code, dt] : table) {
+    if (descr.substr(1) == code) { *out = dt; return true; }
+  }
+  return false;
+}
+
+}  // namespace
+
+Result<Tensor> read_npy(const std::string& path) {
+  KILN_ASSIGN_OR_RETURN(std::string bytes, read_file(path));
+  auto bad = [&](const std::string& why) { return invalid_argument("'", path, "' is not a valid .npy file: ", why); };
+  if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0) return bad("missing magic");
+  uint8_t major = static_cast<uint8_t>(bytes[6]);
+  size_t header_len, header_start;
+  if (major == 1) {
+    header_len = static_cast<uint8_t>(bytes[8]) | static_cast<size_t>(static_cast<uint8_t>(bytes[9])) << 8;
+    header_start = 10;
+  } else {
+    if (bytes.size() < 12) return bad("truncated header");
+    header_len = 0;
+    for (int i = 0; i < 4; ++i) header_len |= static_cast<size_t>(static_cast<uint8_t>(bytes[8 + i])) << (8 * i);
+    header_start = 12;
+  }
+  if (header_start + header_len > bytes.size()) return bad("truncated header");
+  std::string header = bytes.substr(header_start, header_len);
+  auto field = [&](const std::string& key) -> std::string {
+    size_t p = header.find("'" + key + "'");
+    if (p == std::string::npos) return {};
+    p = header.find(':', p);
+    if (p == std::string::npos) return {};
+    ++p;
+    while (p < header.size() && header[p] == ' ') ++p;
+    if (p >= header.size()) return {};
+    if (header[p] == '\'') {
+      size_t e = header.find('\'', p + 1);
+      return e == std::string::npos ? std::string() : header.substr(p + 1, e - p - 1);
+    }
+    if (header[p] == '(') {
+      size_t e = header.find(')', p);
+      return e == std::string::npos ? std::string() : header.substr(p, e - p + 1);
+    }
+    size_t e = header.find_first_of(",}", p);
+    return header.substr(p, e - p);
+  };
+  DataType dt;
+  std::string descr = field("descr");
+  if (!npy_dtype(descr, &dt)) return bad(cat("unsupported dtype '", descr, "'"));
+  if (field("fortran_order").find("True") != std::string::npos) return bad("fortran_order arrays are not supported");
+  std::string shape = field("shape");
+  if (shape.empty() || shape.front() != '(') return bad("missing shape");
+  Dims dims;
+  std::string num;
+  for (char c : shape.substr(1)) {
+    if (c >= '0' && c <= '9') {
+      num += c;
+    } else if (c == ',' || c == ')') {
+      if (!num.empty()) {
+        if (num.size() > 15) return bad("dimension too large");
+        dims.push_back(std::stoll(num));
+      }
+      num.clear();
+    } else if (c != ' ' && c != 'L') {
+      return bad("malformed shape");
+    }
+  }
+  size_t data_start = header_start + header_len;
+  long double need = static_cast<long double>(dtype_size(dt));
+  for (int64_t d : dims) need *= static_cast<long double>(d);
+  if (need > static_cast<long double>(bytes.size() - data_start)) {
+    return bad(cat("data is truncated (", bytes.size() - data_start, " bytes for shape ", dims_str(dims), ")"));
+  }
+  Tensor t(dt, dims);
+  if (t.nbytes()) std::memcpy(t.raw(), bytes.data() + data_start, t.nbytes());
+  return t;
+}
+
+Status write_npy(const Tensor& t, const std::string& path) {
+  Tensor src = t;
+  if (t.dtype() == DataType::kBFloat16) src = cast_tensor(t, DataType::kFloat32);  // numpy has no bfloat16
+  const char* descr = npy_descr(src.dtype());
+  if (!descr) return unsupported("cannot write dtype ", dtype_name(t.dtype()), " to .npy");
+  std::string shape = "(";
+  for (size_t i = 0; i < src.dims().size(); ++i) shape += std::to_string(src.dims()[i]) + ",";
+  if (src.dims().size() > 1) shape.pop_back();
+  shape += ")";
+  std::string header = cat("{'descr': '", descr, "', 'fortran_order': False, 'shape': ", shape, ", }");
+  size_t total = 10 + header.size() + 1;
+  header.append((64 - total % 64) % 64, ' ');
+  header += '\n';
+  std::ofstream f(path, std::ios::binary);
+  if (!f) return io_error("cannot write '", path, "'");
+  f.write("\x93NUMPY\x01\x00", 8);
+  uint16_t len = static_cast<uint16_t>(header.size());
+  char lenb[2] = {static_cast<char>(len & 0xFF), static_cast<char>(len >> 8)};
+  f.write(lenb, 2);
+  f.write(header.data(), static_cast<std::streamsize>(header.size()));
+  f.write(static_cast<const char*>(src.raw()), static_cast<std::streamsize>(src.nbytes()));
+  if (!f) return io_error("failed writing '", path, "'");
+  return Status::ok();
+}
+
+Result<Tensor> read_tensor_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return io_error("cannot open '", path, "'");
+  char magic[6] = {};
+  f.read(magic, 6);
+  if (f.gcount() == 6 && std::memcmp(magic, "\x93NUMPY", 6) == 0) return read_npy(path);
+  return read_tensor_pb(path);
+}
+
+}  // namespace kiln

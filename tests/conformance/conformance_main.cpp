@@ -1,0 +1,262 @@
+// Runs ONNX backend test cases (model.onnx + test_data_set_*/{input,output}_*.pb) through
+// the importer and the reference backend. Each case runs in a forked child so a crash
+// is reported as a failure of that case instead of ending the run.
+//
+//   kiln_conformance [--baseline FILE] [--filter SUBSTR] [--verbose] LABEL=DIR ...
+//
+// Prints "N passed, N failed, N skipped" per folder and the failures grouped by op.
+// Exits non-zero when a folder passes fewer cases than its baseline.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "onnx/importer.h"
+#include "onnx/tensor_io.h"
+#include "runtime/interpreter.h"
+
+namespace fs = std::filesystem;
+using namespace kiln;
+
+namespace {
+
+enum class Outcome { kPass = 0, kFail = 1, kSkip = 2 };
+
+struct CaseResult {
+  Outcome outcome;
+  std::string group;   // op the case is filed under
+  std::string reason;
+};
+
+// Elementwise comparison with ONNX backend-test tolerances: rtol 1e-3, atol 1e-7 for
+// floats (NaN must match NaN), exact equality otherwise.
+Status compare(const Tensor& got, const Tensor& want, const std::string& name) {
+  if (got.dtype() != want.dtype()) {
+    return invalid_argument("output '", name, "': dtype ", dtype_name(got.dtype()), ", expected ", dtype_name(want.dtype()));
+  }
+  if (got.dims() != want.dims()) {
+    return invalid_argument("output '", name, "': shape ", dims_str(got.dims()), ", expected ", dims_str(want.dims()));
+  }
+  const double rtol = 1e-3, atol = 1e-7;
+  for (int64_t i = 0; i < got.size(); ++i) {
+    if (is_float(got.dtype())) {
+      double a = got.get_double(i), b = want.get_double(i);
+      if (std::isnan(b) || std::isnan(a)) {
+        if (std::isnan(a) && std::isnan(b)) continue;
+        return invalid_argument("output '", name, "'[", i, "] = ", a, ", expected ", b);
+      }
+      if (std::isinf(b) || std::isinf(a)) {
+        if (a == b) continue;
+        return invalid_argument("output '", name, "'[", i, "] = ", a, ", expected ", b);
+      }
+      if (std::fabs(a - b) > atol + rtol * std::fabs(b)) {
+        return invalid_argument("output '", name, "'[", i, "] = ", a, ", expected ", b, " (|diff| ", std::fabs(a - b), ")");
+      }
+    } else if (std::memcmp(static_cast<const char*>(got.raw()) + i * static_cast<int64_t>(dtype_size(got.dtype())),
+                           static_cast<const char*>(want.raw()) + i * static_cast<int64_t>(dtype_size(want.dtype())),
+                           dtype_size(got.dtype())) != 0) {
+      return invalid_argument("output '", name, "'[", i, "] = ", got.get_int(i), ", expected ", want.get_int(i));
+    }
+  }
+  return Status::ok();
+}
+
+std::vector<fs::path> sorted_files(const fs::path& dir, const std::string& prefix) {
+  std::vector<fs::path> out;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    std::string n = e.path().filename().string();
+    if (n.rfind(prefix, 0) == 0) out.push_back(e.path());
+  }
+  // input_10 after input_9: sort by the number after the prefix.
+  std::sort(out.begin(), out.end(), [&](const fs::path& a, const fs::path& b) {
+    auto num = [&](const fs::path& p) { return std::atoi(p.filename().string().c_str() + prefix.size()); };
+    return num(a) < num(b);
+  });
+  return out;
+}
+
+// The op a case is filed under: the failing node's op if known, else the model's ops.
+std::string group_of(const std::string& message, const std::set<std::string>& ops) {
+  size_t p = message.find("' (");
+  if (p != std::string::npos) {
+    size_t e = message.find(')', p);
+    if (e != std::string::npos) return message.substr(p + 3, e - p - 3);
+  }
+  if (ops.size() == 1) return *ops.begin();
+  std::string g;
+  for (const auto& o : ops) g += (g.empty() ? "" : "+") + o;
+  return g.size() > 60 ? g.substr(0, 57) + "..." : g;
+}
+
+CaseResult run_case(const fs::path& dir) {
+  fs::path model_path = dir / "model.onnx";
+  if (!fs::exists(model_path)) return {Outcome::kSkip, "-", "no model.onnx"};
+  std::set<std::string> ops;
+  {
+    // Training-only cases (gradient ops from the preview.training domain) are out of scope.
+    std::ifstream f(model_path, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    if (bytes.find("ai.onnx.preview.training") != std::string::npos) return {Outcome::kSkip, "training", "training op"};
+  }
+  auto model = import_onnx_file(model_path.string());
+  if (!model) {
+    std::string msg = model.status().message();
+    std::string group = "import";
+    size_t p = msg.find(": op ");
+    if (p != std::string::npos) group = msg.substr(p + 5, msg.find(' ', p + 5) - p - 5);
+    return {Outcome::kFail, group, msg};
+  }
+  const Graph& g = *model->graph;
+  for (Node* n : g.nodes()) ops.insert(n->onnx_op_type);
+  auto sets = sorted_files(dir, "test_data_set_");
+  if (sets.empty()) return {Outcome::kSkip, group_of("", ops), "no test data"};
+  for (const auto& set : sets) {
+    auto in_files = sorted_files(set, "input_");
+    auto out_files = sorted_files(set, "output_");
+    if (in_files.size() > g.inputs().size()) {
+      return {Outcome::kFail, group_of("", ops), cat("case has ", in_files.size(), " inputs, model has ", g.inputs().size())};
+    }
+    TensorMap feeds;
+    for (size_t i = 0; i < in_files.size(); ++i) {
+      auto t = read_tensor_pb(in_files[i].string());
+      if (!t) return {Outcome::kFail, group_of("", ops), t.status().message()};
+      feeds[g.inputs()[i]->name()] = std::move(t).value();
+    }
+    Interpreter interp(g);
+    auto outs = interp.run(feeds);
+    if (!outs) return {Outcome::kFail, group_of(outs.status().message(), ops), outs.status().message()};
+    if (out_files.size() != outs->size()) {
+      return {Outcome::kFail, group_of("", ops), cat("model produced ", outs->size(), " outputs, expected ", out_files.size())};
+    }
+    for (size_t i = 0; i < out_files.size(); ++i) {
+      auto want = read_tensor_pb(out_files[i].string());
+      if (!want) return {Outcome::kFail, group_of("", ops), want.status().message()};
+      Status s = compare((*outs)[i], *want, g.outputs()[i]->name());
+      if (!s) return {Outcome::kFail, group_of("", ops), s.message()};
+    }
+  }
+  return {Outcome::kPass, group_of("", ops), ""};
+}
+
+// Runs a case in a child process with a time limit; the result comes back through a pipe.
+CaseResult run_case_isolated(const fs::path& dir, int timeout_s) {
+  int fds[2];
+  if (pipe(fds) != 0) return run_case(dir);
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    alarm(static_cast<unsigned>(timeout_s));
+    CaseResult r = run_case(dir);
+    std::string msg = cat(static_cast<int>(r.outcome), "\n", r.group, "\n", r.reason);
+    ssize_t w = write(fds[1], msg.data(), msg.size());
+    (void)w;
+    close(fds[1]);
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string data;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fds[0], buf, sizeof buf)) > 0) data.append(buf, static_cast<size_t>(n));
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (data.empty()) {
+    std::string why = WIFSIGNALED(status) ? (WTERMSIG(status) == SIGALRM ? "timed out" : cat("crashed (signal ", WTERMSIG(status), ")"))
+                                          : "exited without a result";
+    return {Outcome::kFail, "crash", why};
+  }
+  std::istringstream is(data);
+  std::string o, group, reason;
+  std::getline(is, o);
+  std::getline(is, group);
+  std::getline(is, reason, '\0');
+  return {static_cast<Outcome>(std::atoi(o.c_str())), group, reason};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string baseline_path, filter;
+  bool verbose = false;
+  std::vector<std::pair<std::string, std::string>> suites;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--baseline" && i + 1 < argc) baseline_path = argv[++i];
+    else if (a == "--filter" && i + 1 < argc) filter = argv[++i];
+    else if (a == "--verbose") verbose = true;
+    else if (a.find('=') != std::string::npos) suites.emplace_back(a.substr(0, a.find('=')), a.substr(a.find('=') + 1));
+    else {
+      std::cerr << "usage: kiln_conformance [--baseline FILE] [--filter SUBSTR] [--verbose] LABEL=DIR ...\n";
+      return 2;
+    }
+  }
+  std::map<std::string, int> baseline;
+  if (!baseline_path.empty()) {
+    std::ifstream f(baseline_path);
+    if (!f) { std::cerr << "cannot read baseline " << baseline_path << "\n"; return 2; }
+    std::string label;
+    int n;
+    while (f >> label) {
+      if (label[0] == '#') { std::getline(f, label); continue; }
+      if (f >> n) baseline[label] = n;
+    }
+  }
+  bool regressed = false;
+  int total_pass = 0, total_fail = 0, total_skip = 0;
+  for (const auto& [label, dir] : suites) {
+    if (!fs::is_directory(dir)) {
+      std::cerr << label << ": folder '" << dir << "' does not exist\n";
+      return 2;
+    }
+    std::vector<fs::path> cases;
+    for (const auto& e : fs::directory_iterator(dir)) {
+      if (e.is_directory() && e.path().filename().string().find(filter) != std::string::npos) cases.push_back(e.path());
+    }
+    std::sort(cases.begin(), cases.end());
+    int pass = 0, fail = 0, skip = 0;
+    std::map<std::string, std::vector<std::string>> failures;
+    for (const auto& c : cases) {
+      CaseResult r = run_case_isolated(c, 120);
+      std::string name = c.filename().string();
+      if (r.outcome == Outcome::kPass) ++pass;
+      else if (r.outcome == Outcome::kSkip) ++skip;
+      else {
+        ++fail;
+        std::string reason = r.reason.substr(0, 300);
+        std::replace(reason.begin(), reason.end(), '\n', ' ');
+        failures[r.group].push_back(name + ": " + reason);
+      }
+      if (verbose) std::cout << (r.outcome == Outcome::kPass ? "PASS " : r.outcome == Outcome::kSkip ? "SKIP " : "FAIL ") << label << "/" << name << (r.reason.empty() ? "" : "  " + r.reason.substr(0, 300)) << "\n";
+    }
+    std::cout << "\n== " << label << " (" << dir << ")\n";
+    std::cout << "Failures by op:\n";
+    for (const auto& [group, list] : failures) {
+      std::cout << "  " << group << " (" << list.size() << ")\n";
+      for (const auto& l : list) std::cout << "    " << l << "\n";
+    }
+    int run = pass + fail;
+    std::cout << label << ": " << pass << " passed, " << fail << " failed, " << skip << " skipped ("
+              << (run ? 100.0 * pass / run : 0.0) << "% of run cases)\n";
+    auto b = baseline.find(label);
+    if (b != baseline.end() && pass < b->second) {
+      std::cout << label << ": REGRESSION: " << pass << " passed is below the baseline of " << b->second << "\n";
+      regressed = true;
+    } else if (b != baseline.end() && pass > b->second) {
+      std::cout << label << ": " << pass << " passed is above the baseline of " << b->second << "; raise it in " << baseline_path << "\n";
+    }
+    total_pass += pass;
+    total_fail += fail;
+    total_skip += skip;
+  }
+  std::cout << "\nconformance: " << total_pass << " passed, " << total_fail << " failed, " << total_skip << " skipped\n";
+  return regressed ? 1 : 0;
+}
