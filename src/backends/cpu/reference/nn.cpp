@@ -1,8 +1,95 @@
+// Neural-network reference kernels: registration and the shared window geometry.
+// The kernels themselves live in conv.cpp, pool.cpp, norm.cpp, resize.cpp and pad.cpp.
+#include <limits>
+
 #include "backends/cpu/reference/kernel.h"
+#include "backends/cpu/reference/nn_common.h"
 #include "backends/cpu/reference/util.h"
 
 namespace kiln {
 
-void register_nn_kernels(KernelRegistry& r) { (void)r; }
+Status spatial_ints(const Attributes& a, const char* name, size_t nsp, int64_t def, int64_t min_value, Dims* out) {
+  if (!a.has(name)) {
+    out->assign(nsp, def);
+    return Status::ok();
+  }
+  *out = a.get_ints(name);
+  KILN_ENSURE(out->size() == nsp, "attribute '", name, "' has ", out->size(), " values but the input has ", nsp,
+              " spatial axes");
+  for (int64_t v : *out) {
+    KILN_ENSURE(v >= min_value, "attribute '", name, "' has value ", v, " (must be >= ", min_value, ")");
+    KILN_ENSURE(v <= (int64_t{1} << 32), "attribute '", name, "' has absurd value ", v);
+  }
+  return Status::ok();
+}
+
+Status spatial_pads(const Attributes& a, size_t nsp, Dims* out) {
+  if (!a.has("pads")) {
+    out->assign(2 * nsp, 0);
+    return Status::ok();
+  }
+  *out = a.get_ints("pads");
+  KILN_ENSURE(out->size() == 2 * nsp, "attribute 'pads' has ", out->size(), " values, expected ", 2 * nsp);
+  for (int64_t v : *out) {
+    KILN_ENSURE(v >= 0 && v <= (int64_t{1} << 32), "attribute 'pads' has invalid value ", v);
+  }
+  return Status::ok();
+}
+
+Status compute_window_geometry(const std::string& auto_pad, bool ceil_mode, WindowGeometry* g) {
+  const size_t n = g->nsp();
+  g->out.assign(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t in = g->in[i], s = g->strides[i];
+    const int64_t window = (g->kernel[i] - 1) * g->dilations[i] + 1;
+    if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      const int64_t out = (in + s - 1) / s;
+      const int64_t total = std::max<int64_t>(0, (out - 1) * s + window - in);
+      const int64_t small = total / 2, big = total - total / 2;
+      g->pads[i] = auto_pad == "SAME_UPPER" ? small : big;
+      g->pads[n + i] = auto_pad == "SAME_UPPER" ? big : small;
+      g->out[i] = out;
+      continue;
+    }
+    if (auto_pad == "VALID") {
+      g->pads[i] = 0;
+      g->pads[n + i] = 0;
+    } else if (auto_pad != "NOTSET" && !auto_pad.empty()) {
+      return invalid_argument("unknown auto_pad '", auto_pad, "'");
+    }
+    const int64_t span = in + g->pads[i] + g->pads[n + i] - window;
+    KILN_ENSURE(span >= 0, "the window (kernel ", g->kernel[i], ", dilation ", g->dilations[i],
+                ") is larger than the padded input (", in, " + pads) along spatial axis ", i);
+    int64_t out = ceil_mode ? (span + s - 1) / s + 1 : span / s + 1;
+    // In ceil mode the last window must start inside the input or the begin padding.
+    if (ceil_mode && (out - 1) * s >= in + g->pads[i]) --out;
+    g->out[i] = out;
+  }
+  return Status::ok();
+}
+
+Status require_rank_at_least(const Tensor& t, int min_rank, const char* what) {
+  KILN_ENSURE(t.rank() >= min_rank, what, " must have rank >= ", min_rank, " but has shape ", dims_str(t.dims()));
+  return Status::ok();
+}
+
+Status checked_num_elements(const Dims& dims, int64_t* out) {
+  int64_t n = 1;
+  for (int64_t d : dims) {
+    KILN_ENSURE(d >= 0, "negative dimension in shape ", dims_str(dims));
+    if (d != 0 && n > (int64_t{1} << 40) / d) return invalid_argument("shape ", dims_str(dims), " is too large");
+    n *= d;
+  }
+  *out = n;
+  return Status::ok();
+}
+
+void register_nn_kernels(KernelRegistry& r) {
+  register_conv_kernels(r);
+  register_pool_kernels(r);
+  register_norm_kernels(r);
+  register_resize_kernels(r);
+  register_pad_kernels(r);
+}
 
 }  // namespace kiln
