@@ -33,6 +33,7 @@ const std::unordered_map<std::string, Op>& renamed_ops() {
   static const std::unordered_map<std::string, Op> m = {
       {"Upsample", Op::Resize},
       {"CastLike", Op::Cast},
+      {"Scatter", Op::ScatterElements},  // Scatter-9/11 is ScatterElements without reduction
   };
   return m;
 }

@@ -1,6 +1,7 @@
 #include "runtime/interpreter.h"
 
 #include <unordered_map>
+#include <unordered_set>
 
 #include "backends/cpu/reference/kernel.h"
 
@@ -48,6 +49,20 @@ Status validate_inputs(const Graph& g, const TensorMap& inputs) {
   return Status::ok();
 }
 
+namespace {
+
+// Names that subgraphs (at any depth) capture from enclosing scopes.
+void collect_captures(const Graph& g, std::unordered_set<std::string>& names) {
+  for (Node* n : g.nodes()) {
+    for (Graph* sub : n->subgraphs()) {
+      for (Value* r : sub->outer_refs()) names.insert(r->name());
+      collect_captures(*sub, names);
+    }
+  }
+}
+
+}  // namespace
+
 Result<std::vector<Tensor>> execute_graph(const Graph& g, const std::vector<Tensor>& inputs,
                                           const std::function<const Tensor*(const std::string&)>& outer,
                                           const Interpreter::NodeObserver& observer) {
@@ -69,6 +84,12 @@ Result<std::vector<Tensor>> execute_graph(const Graph& g, const std::vector<Tens
     for (Value* v : n->inputs()) if (v) ++remaining[v];
   }
   for (Value* o : g.outputs()) ++remaining[o];
+  // Values captured by subgraphs stay alive for the whole run (their uses are implicit).
+  std::unordered_set<std::string> captured;
+  collect_captures(g, captured);
+  for (const auto& name : captured) {
+    if (Value* v = g.find_value(name)) ++remaining[v];
+  }
 
   auto lookup = [&](const std::string& name) -> const Tensor* {
     Value* v = g.find_value(name);

@@ -2,6 +2,7 @@
 // The kernels themselves live in conv.cpp, pool.cpp, norm.cpp, resize.cpp and pad.cpp.
 #include <limits>
 
+#include <algorithm>
 #include "backends/cpu/reference/kernel.h"
 #include "backends/cpu/reference/nn_common.h"
 #include "backends/cpu/reference/util.h"
@@ -77,10 +78,41 @@ Status checked_num_elements(const Dims& dims, int64_t* out) {
   int64_t n = 1;
   for (int64_t d : dims) {
     KILN_ENSURE(d >= 0, "negative dimension in shape ", dims_str(dims));
-    if (d != 0 && n > (int64_t{1} << 40) / d) return invalid_argument("shape ", dims_str(dims), " is too large");
+    if (d != 0 && n > (int64_t{1} << 32) / d) return invalid_argument("shape ", dims_str(dims), " is too large");
     n *= d;
   }
   *out = n;
+  return Status::ok();
+}
+
+Status build_window_table(const Dims& iter, const Dims& bound, const Dims& kernel, const Dims& strides,
+                          const Dims& dilations, const Dims& pad_begin, std::vector<int64_t>* table) {
+  const size_t n = iter.size();
+  int64_t npos = 0, nk = 0, total = 0;
+  KILN_RETURN_IF_ERROR(checked_num_elements(iter, &npos));
+  KILN_RETURN_IF_ERROR(checked_num_elements(kernel, &nk));
+  KILN_RETURN_IF_ERROR(checked_num_elements({npos, nk}, &total));
+  table->assign(static_cast<size_t>(total), -1);
+  if (total == 0) return Status::ok();
+  const Dims bstrides = contiguous_strides(bound);
+  std::vector<int64_t> p(n, 0);
+  int64_t t = 0;
+  do {
+    std::vector<int64_t> k(n, 0);
+    do {
+      int64_t off = 0;
+      bool inside = true;
+      for (size_t d = 0; d < n; ++d) {
+        const int64_t c = p[d] * strides[d] - pad_begin[d] + k[d] * dilations[d];
+        if (c < 0 || c >= bound[d]) {
+          inside = false;
+          break;
+        }
+        off += c * bstrides[d];
+      }
+      (*table)[static_cast<size_t>(t++)] = inside ? off : -1;
+    } while (next_index(k, kernel));
+  } while (next_index(p, iter));
   return Status::ok();
 }
 

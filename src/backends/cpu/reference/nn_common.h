@@ -36,6 +36,13 @@ struct WindowGeometry {
 };
 Status compute_window_geometry(const std::string& auto_pad, bool ceil_mode, WindowGeometry* g);
 
+// For every position p of `iter` (row-major over its extents) and every kernel offset k
+// (row-major over `kernel`), the flat row-major offset into a tensor of extents `bound` of
+// coordinate p*stride - pad_begin + k*dilation, or -1 where that falls outside `bound`.
+// Conv reads input offsets this way; ConvTranspose scatters to output offsets.
+Status build_window_table(const Dims& iter, const Dims& bound, const Dims& kernel, const Dims& strides,
+                          const Dims& dilations, const Dims& pad_begin, std::vector<int64_t>* table);
+
 // Rejects a tensor of rank below `min_rank` with a message naming it.
 Status require_rank_at_least(const Tensor& t, int min_rank, const char* what);
 

@@ -10,6 +10,7 @@ const KernelRegistry& reference_kernels() {
     register_linalg_kernels(*r);
     register_reduction_kernels(*r);
     register_shape_kernels(*r);
+    register_control_flow_kernels(*r);
     return r;
   }();
   return *reg;

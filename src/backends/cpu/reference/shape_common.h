@@ -130,5 +130,9 @@ inline Tensor gather_view(const Tensor& src, const Dims& dims, int64_t src_off, 
   return out;
 }
 
+// Registered from register_shape_kernels (shape.cpp).
+void register_generator_kernels(KernelRegistry& r);  // generate.cpp
+void register_indexing_kernels(KernelRegistry& r);   // indexing.cpp
+
 }  // namespace shape_detail
 }  // namespace kiln
