@@ -199,9 +199,72 @@ void attr_to_input(Node* n, Graph& g, const std::string& attr, size_t index, Dat
   n->attrs.erase(attr);
 }
 
+// Opsets 1-6: binary ops broadcast only with broadcast=1, aligning B to A starting at
+// `axis`. Numpy broadcasting covers the suffix case; an explicit axis needs B reshaped
+// with trailing 1s, done on the constant or with an Unsqueeze when ranks are known.
+Status normalize_legacy_broadcast(Node* n, Graph& g) {
+  const bool has_axis = n->attrs.has("axis");
+  const int64_t axis = n->attrs.get_int("axis", 0);
+  n->attrs.erase("broadcast");
+  n->attrs.erase("axis");
+  Value* a = n->input(0);
+  Value* b = n->input(1);
+  if (!has_axis || !a || !b) return Status::ok();
+  if (!a->shape || !b->shape) {
+    return unsupported(n->describe(), ": legacy broadcast with axis=", axis, " needs the input ranks, which the model does not give");
+  }
+  const int64_t rank_a = static_cast<int64_t>(a->shape->size());
+  const int64_t rank_b = static_cast<int64_t>(b->shape->size());
+  const int64_t extra = rank_a - axis - rank_b;
+  if (axis < 0 || extra < 0) return invalid_model(n->describe(), ": legacy broadcast axis ", axis, " does not fit ranks ", rank_a, " and ", rank_b);
+  if (extra == 0) return Status::ok();
+  std::vector<int64_t> axes;
+  for (int64_t i = 0; i < extra; ++i) axes.push_back(rank_b + i);
+  if (b->is_constant()) {
+    Dims d = b->constant().dims();
+    d.insert(d.end(), static_cast<size_t>(extra), 1);
+    n->set_input(1, g.add_constant(g.unique_name(b->name() + "_bcast"), b->constant().reshaped(d)));
+    return Status::ok();
+  }
+  Value* ax = g.add_constant(g.unique_name(n->name() + "_bcast_axes"), make_int64_vector(axes));
+  Node* u = g.add_node(Op::Unsqueeze, g.unique_name(n->name() + "_bcast"), {b, ax}, {g.unique_name(b->name() + "_bcast")});
+  u->onnx_op_type = "Unsqueeze";
+  u->output(0)->dtype = b->dtype;
+  n->set_input(1, u->output(0));
+  return Status::ok();
+}
+
+// Cast-1 names the target type with a string ("FLOAT").
+void normalize_legacy_cast(Node* n) {
+  const Attribute* a = n->attrs.find("to");
+  if (!a || a->type() != AttrType::kString) return;
+  onnx::TensorProto_DataType dt;
+  if (onnx::TensorProto_DataType_Parse(std::get<std::string>(a->value), &dt)) n->attrs.set("to", static_cast<int64_t>(dt));
+}
+
 Status GraphImporter::normalize(Node* n, Graph& g) {
   const std::string& t = n->onnx_op_type;
   const int64_t opset = n->onnx_opset;
+  n->attrs.erase("consumed_inputs");  // opsets 1-5 bookkeeping, no meaning for inference
+  if (opset < 7 && n->attrs.has("broadcast")) KILN_RETURN_IF_ERROR(normalize_legacy_broadcast(n, g));
+  if (t == "Cast") normalize_legacy_cast(n);
+  if (t == "PRelu" && opset < 7) {
+    // PRelu-1/6: a 1-D slope of size C applies per channel (axis 1), not numpy-style.
+    Value* x = n->input(0);
+    Value* slope = n->input(1);
+    if (x && slope && slope->is_constant() && slope->constant().rank() == 1 && slope->constant().size() > 1 && x->shape &&
+        x->shape->size() >= 2) {
+      Dims d = {slope->constant().size()};
+      d.insert(d.end(), x->shape->size() - 2, 1);
+      n->set_input(1, g.add_constant(g.unique_name(slope->name() + "_per_channel"), slope->constant().reshaped(d)));
+    }
+  }
+  if (t == "Reshape" && n->attrs.has("shape")) attr_to_input(n, g, "shape", 1, DataType::kInt64);  // Reshape-1
+  if (t == "Concat" && !n->attrs.has("axis")) n->attrs.set("axis", int64_t{1});                     // Concat-1 default
+  if (t == "Pad" && n->attrs.has("paddings")) {                                                    // Pad-1
+    n->attrs.set("pads", n->attrs.get_ints("paddings"));
+    n->attrs.erase("paddings");
+  }
   if (t == "Slice") {
     // Slice-1: starts/ends/axes attributes.
     if (n->attrs.has("starts")) {
@@ -435,7 +498,7 @@ Result<ImportedModel> import_onnx_bytes(const std::string& bytes, const std::str
     return unsupported(what, ": the model imports no default-domain opset");
   }
   int64_t opset = ctx.opsets[""];
-  if (opset < 7) return unsupported(what, ": opset ", opset, " is older than the oldest supported (7)");
+  if (opset < 1) return unsupported(what, ": default-domain opset ", opset, " is not valid");
 
   auto graph = std::make_unique<Graph>();
   GraphImporter importer(ctx);
