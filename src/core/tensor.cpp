@@ -71,7 +71,32 @@ std::vector<int64_t> Tensor::to_int_vector() const {
   return v;
 }
 
-std::string Tensor::describe() const { return cat(dtype_name(dtype_), dims_str(dims_)); }
+std::string Tensor::describe() const {
+  if (kind_ == ValueKind::kSequence) return cat("sequence<", dtype_name(dtype_), ">(", items().size(), " items)");
+  if (kind_ == ValueKind::kNone) return cat("optional<", none_of_sequence_ ? "sequence<" : "", dtype_name(dtype_), none_of_sequence_ ? ">" : "", ">(none)");
+  return cat(dtype_name(dtype_), dims_str(dims_));
+}
+
+Tensor Tensor::sequence(DataType elem, std::vector<Tensor> items) {
+  Tensor t;
+  t.kind_ = ValueKind::kSequence;
+  t.dtype_ = elem;
+  t.items_ = std::make_shared<const std::vector<Tensor>>(std::move(items));
+  return t;
+}
+
+Tensor Tensor::none(DataType elem, bool of_sequence) {
+  Tensor t;
+  t.kind_ = ValueKind::kNone;
+  t.dtype_ = elem;
+  t.none_of_sequence_ = of_sequence;
+  return t;
+}
+
+const std::vector<Tensor>& Tensor::items() const {
+  static const std::vector<Tensor> empty;
+  return items_ ? *items_ : empty;
+}
 
 Tensor make_scalar_int64(int64_t v) { return make_tensor<int64_t>({}, {v}); }
 Tensor make_int64_vector(const std::vector<int64_t>& v) {

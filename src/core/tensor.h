@@ -18,9 +18,24 @@ std::string dims_str(const Dims& dims);   // "[1,3,224,224]"
 // Row-major strides in elements.
 Dims contiguous_strides(const Dims& dims);
 
+// A runtime value is normally a tensor; it can also be an ONNX sequence of tensors or an
+// optional without a value ("none"). Both reuse Tensor so kernels keep one signature:
+// sequence kernels check is_sequence(), everything else sees plain tensors.
+enum class ValueKind : uint8_t { kTensor, kSequence, kNone };
+
 class Tensor {
  public:
   Tensor() = default;
+  // A sequence of tensors; elem is the element dtype (kept for empty sequences).
+  static Tensor sequence(DataType elem, std::vector<Tensor> items);
+  // An optional without a value. of_sequence tells whether it would hold a sequence.
+  static Tensor none(DataType elem, bool of_sequence);
+  ValueKind kind() const { return kind_; }
+  bool is_sequence() const { return kind_ == ValueKind::kSequence; }
+  bool is_none() const { return kind_ == ValueKind::kNone; }
+  bool none_of_sequence() const { return none_of_sequence_; }
+  const std::vector<Tensor>& items() const;
+
   // Allocates zero-filled storage.
   Tensor(DataType dtype, Dims dims);
   // Wraps existing storage (not owned); the caller keeps it alive.
@@ -32,7 +47,7 @@ class Tensor {
   int rank() const { return static_cast<int>(dims_.size()); }
   int64_t size() const { return num_elements(dims_); }
   size_t nbytes() const { return static_cast<size_t>(size()) * dtype_size(dtype_); }
-  bool defined() const { return dtype_ != DataType::kUndefined; }
+  bool defined() const { return kind_ != ValueKind::kTensor || dtype_ != DataType::kUndefined; }
 
   void* raw() { return data_; }
   const void* raw() const { return data_; }
@@ -54,6 +69,9 @@ class Tensor {
   Dims dims_;
   std::shared_ptr<std::byte[]> storage_;
   void* data_ = nullptr;
+  ValueKind kind_ = ValueKind::kTensor;
+  bool none_of_sequence_ = false;
+  std::shared_ptr<const std::vector<Tensor>> items_;
 };
 
 // Convenience constructors (tests, importer).

@@ -38,8 +38,10 @@ class Value {
   int id() const { return id_; }
   const std::string& name() const { return name_; }
   Kind kind() const { return kind_; }
-  DataType dtype = DataType::kUndefined;
-  std::optional<SymShape> shape;  // nullopt: rank unknown
+  DataType dtype = DataType::kUndefined;  // element dtype for sequences and optionals
+  std::optional<SymShape> shape;  // nullopt: rank unknown (for sequences: of the elements)
+  bool is_sequence = false;       // an ONNX sequence of tensors
+  bool is_optional = false;       // an ONNX optional (may hold no value)
 
   bool is_constant() const { return kind_ == Kind::kConstant; }
   const Tensor& constant() const { return constant_; }

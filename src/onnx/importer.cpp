@@ -60,27 +60,56 @@ Result<std::optional<SymShape>> convert_shape(const onnx::TypeProto_Tensor& tt) 
   return std::optional<SymShape>(s);
 }
 
-// Type of a graph input/output/value_info. Non-tensor types are reported as unsupported.
-Status convert_type(const onnx::ValueInfoProto& vi, DataType* dt, std::optional<SymShape>* shape,
-                    const std::string& what) {
-  if (!vi.has_type()) {
-    *dt = DataType::kUndefined;
+struct TypeInfo {
+  DataType dtype = DataType::kUndefined;
+  std::optional<SymShape> shape;
+  bool sequence = false;
+  bool optional = false;
+  void apply(Value* v) const {
+    if (dtype != DataType::kUndefined) v->dtype = dtype;
+    if (shape) v->shape = shape;
+    v->is_sequence = sequence;
+    v->is_optional = optional;
+  }
+};
+
+std::string dtype_label(int32_t elem_type) {
+  std::string name = onnx::TensorProto_DataType_Name(static_cast<onnx::TensorProto_DataType>(elem_type));
+  return name.empty() ? cat("#", elem_type) : cat(name, " (#", elem_type, ")");
+}
+
+Status convert_type_proto(const onnx::TypeProto& t, TypeInfo* out, const std::string& what, int depth) {
+  if (depth > 4) return unsupported(what, ": type nests too deeply");
+  if (t.has_tensor_type()) {
+    out->dtype = static_cast<DataType>(t.tensor_type().elem_type());
+    if (out->dtype != DataType::kUndefined && !is_supported_dtype(out->dtype)) {
+      return unsupported(what, " has element type ", dtype_label(t.tensor_type().elem_type()), ", which kiln does not support");
+    }
+    auto s = convert_shape(t.tensor_type());
+    if (!s) return s.status().with_context(what + ": ");
+    out->shape = std::move(s).value();
     return Status::ok();
   }
-  const auto& t = vi.type();
-  if (!t.has_tensor_type()) {
-    return unsupported(what, " '", vi.name(), "' has a non-tensor type (sequence, map or optional); not supported");
+  if (t.has_sequence_type()) {
+    if (out->sequence) return unsupported(what, ": sequences of sequences are not supported");
+    out->sequence = true;
+    if (!t.sequence_type().has_elem_type()) return Status::ok();
+    return convert_type_proto(t.sequence_type().elem_type(), out, what, depth + 1);
   }
-  *dt = static_cast<DataType>(t.tensor_type().elem_type());
-  if (*dt != DataType::kUndefined && !is_supported_dtype(*dt)) {
-    return unsupported(what, " '", vi.name(), "' has element type ",
-                       onnx::TensorProto_DataType_Name(static_cast<onnx::TensorProto_DataType>(t.tensor_type().elem_type())),
-                       ", which kiln does not support");
+  if (t.has_optional_type()) {
+    if (out->optional) return unsupported(what, ": optionals of optionals are not supported");
+    out->optional = true;
+    if (!t.optional_type().has_elem_type()) return Status::ok();
+    return convert_type_proto(t.optional_type().elem_type(), out, what, depth + 1);
   }
-  auto s = convert_shape(t.tensor_type());
-  if (!s) return s.status().with_context(cat(what, " '", vi.name(), "': "));
-  *shape = std::move(s).value();
-  return Status::ok();
+  if (t.value_case() == onnx::TypeProto::VALUE_NOT_SET) return Status::ok();
+  return unsupported(what, " has a map or sparse tensor type, which kiln does not support");
+}
+
+// Type of a graph input/output/value_info: tensors, sequences of tensors, optionals.
+Status convert_type(const onnx::ValueInfoProto& vi, TypeInfo* info, const std::string& what) {
+  if (!vi.has_type()) return Status::ok();
+  return convert_type_proto(vi.type(), info, cat(what, " '", vi.name(), "'"), 0);
 }
 
 class GraphImporter {
@@ -133,6 +162,12 @@ Result<Attribute::Value> GraphImporter::convert_attribute(const onnx::AttributeP
       --ctx_.subgraph_depth;
       KILN_RETURN_IF_ERROR(s.with_context(cat(where, " subgraph '", a.name(), "': ")));
       return Attribute::Value(std::move(sub));
+    }
+    case AP::TYPE_PROTO: {
+      // Only Optional uses a type attribute: encode it as "tensor:<dtype>" or "seq:<dtype>".
+      TypeInfo ti;
+      KILN_RETURN_IF_ERROR(convert_type_proto(a.tp(), &ti, cat(where, " attribute '", a.name(), "'"), 0));
+      return Attribute::Value(cat(ti.sequence ? "seq:" : "tensor:", static_cast<int>(ti.dtype)));
     }
     default:
       return unsupported(where, ": attribute '", a.name(), "' has type ", AP::AttributeType_Name(a.type()),
@@ -390,10 +425,9 @@ Status GraphImporter::import(const onnx::GraphProto& gp, Graph& g) {
   for (const auto& in : gp.input()) {
     if (g.find_value(in.name())) continue;  // an initializer listed as input
     if (in.name().empty()) return invalid_model("a graph input has no name");
-    DataType dt;
-    std::optional<SymShape> shape;
-    KILN_RETURN_IF_ERROR(convert_type(in, &dt, &shape, "graph input"));
-    g.add_input(in.name(), dt, std::move(shape));
+    TypeInfo ti;
+    KILN_RETURN_IF_ERROR(convert_type(in, &ti, "graph input"));
+    ti.apply(g.add_input(in.name(), ti.dtype, ti.shape));
   }
 
   // Pass 1: create nodes and their outputs, so inputs can be resolved in any order.
@@ -453,23 +487,15 @@ Status GraphImporter::import(const onnx::GraphProto& gp, Graph& g) {
   for (const auto& vi : gp.value_info()) {
     Value* v = g.find_value(vi.name());
     if (!v || v->kind() != Value::Kind::kNodeOutput) continue;
-    DataType dt;
-    std::optional<SymShape> shape;
-    if (convert_type(vi, &dt, &shape, "value").is_ok()) {
-      v->dtype = dt;
-      v->shape = shape;
-    }
+    TypeInfo ti;
+    if (convert_type(vi, &ti, "value").is_ok()) ti.apply(v);
   }
   for (const auto& out : gp.output()) {
     Value* v = resolve(g, out.name());
     if (!v) return invalid_model("graph output '", out.name(), "' is not produced by any node");
-    DataType dt;
-    std::optional<SymShape> shape;
-    KILN_RETURN_IF_ERROR(convert_type(out, &dt, &shape, "graph output"));
-    if (v->kind() == Value::Kind::kNodeOutput) {
-      if (dt != DataType::kUndefined) v->dtype = dt;
-      if (shape) v->shape = shape;
-    }
+    TypeInfo ti;
+    KILN_RETURN_IF_ERROR(convert_type(out, &ti, "graph output"));
+    if (v->kind() == Value::Kind::kNodeOutput) ti.apply(v);
     g.add_output(v);
   }
   return g.topological_sort();

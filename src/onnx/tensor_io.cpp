@@ -1,6 +1,9 @@
 #include "onnx/tensor_io.h"
 
+// onnx_pb.h first: it defines ONNX_API, which onnx-data.pb.h needs.
 #include <onnx/onnx_pb.h>
+// (keep order)
+#include <onnx/onnx-data.pb.h>
 
 #include <cstring>
 #include <filesystem>
@@ -76,9 +79,9 @@ Result<Tensor> tensor_from_proto(const onnx::TensorProto& proto, const std::stri
                                  const std::string& what) {
   auto dt = static_cast<DataType>(proto.data_type());
   if (!is_supported_dtype(dt)) {
-    return unsupported(what, ": tensor element type ", proto.data_type(), " (",
-                       onnx::TensorProto_DataType_Name(static_cast<onnx::TensorProto_DataType>(proto.data_type())),
-                       ") is not supported");
+    std::string name = onnx::TensorProto_DataType_Name(static_cast<onnx::TensorProto_DataType>(proto.data_type()));
+    return unsupported(what, ": tensor element type #", proto.data_type(), name.empty() ? "" : " (" + name + ")",
+                       " is not supported");
   }
   Dims dims(proto.dims().begin(), proto.dims().end());
   for (int64_t d : dims) {
@@ -143,6 +146,41 @@ Result<Tensor> read_tensor_pb(const std::string& path, std::string* name) {
   if (name) *name = proto.name();
   std::string dir = std::filesystem::path(path).parent_path().string();
   return tensor_from_proto(proto, dir, cat("tensor file '", path, "'"));
+}
+
+namespace {
+
+Result<Tensor> sequence_from_proto(const onnx::SequenceProto& sp, const std::string& dir, const std::string& what) {
+  if (sp.elem_type() != onnx::SequenceProto::TENSOR && sp.tensor_values_size() == 0 && sp.elem_type() != 0) {
+    return unsupported(what, ": only sequences of tensors are supported");
+  }
+  std::vector<Tensor> items;
+  DataType elem = DataType::kUndefined;
+  for (const auto& tp : sp.tensor_values()) {
+    KILN_ASSIGN_OR_RETURN(Tensor t, tensor_from_proto(tp, dir, what));
+    elem = t.dtype();
+    items.push_back(std::move(t));
+  }
+  return Tensor::sequence(elem, std::move(items));
+}
+
+}  // namespace
+
+Result<Tensor> read_value_pb(const std::string& path, bool sequence, bool optional) {
+  if (!sequence && !optional) return read_tensor_pb(path);
+  KILN_ASSIGN_OR_RETURN(std::string bytes, read_file(path));
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  std::string what = cat("file '", path, "'");
+  if (optional) {
+    onnx::OptionalProto op;
+    if (!op.ParseFromString(bytes)) return invalid_argument(what, " is not a serialized ONNX OptionalProto");
+    if (op.has_tensor_value()) return tensor_from_proto(op.tensor_value(), dir, what);
+    if (op.has_sequence_value()) return sequence_from_proto(op.sequence_value(), dir, what);
+    return Tensor::none(DataType::kUndefined, sequence);
+  }
+  onnx::SequenceProto sp;
+  if (!sp.ParseFromString(bytes)) return invalid_argument(what, " is not a serialized ONNX SequenceProto");
+  return sequence_from_proto(sp, dir, what);
 }
 
 Status write_tensor_pb(const Tensor& t, const std::string& name, const std::string& path) {

@@ -19,6 +19,8 @@ void tensor_to_proto(const Tensor& t, const std::string& name, onnx::TensorProto
 
 // Reads a serialized TensorProto file (ONNX test data format); sets *name to its name.
 Result<Tensor> read_tensor_pb(const std::string& path, std::string* name = nullptr);
+// Reads a serialized SequenceProto (sequence) or OptionalProto (optional) or TensorProto.
+Result<Tensor> read_value_pb(const std::string& path, bool sequence, bool optional);
 Status write_tensor_pb(const Tensor& t, const std::string& name, const std::string& path);
 
 Result<Tensor> read_npy(const std::string& path);

@@ -22,6 +22,15 @@ Status validate_inputs(const Graph& g, const TensorMap& inputs) {
     auto it = inputs.find(v->name());
     if (it == inputs.end()) return invalid_argument("missing input '", v->name(), "' (", dtype_name(v->dtype), sym_shape_str(v->shape), ")");
     const Tensor& t = it->second;
+    if (t.is_none()) {
+      if (!v->is_optional) return invalid_argument("input '", v->name(), "' is not optional but was given no value");
+      continue;
+    }
+    if (v->is_sequence != t.is_sequence()) {
+      return invalid_argument("input '", v->name(), "': expected a ", v->is_sequence ? "sequence" : "tensor", ", got ",
+                              t.describe());
+    }
+    if (t.is_sequence()) continue;  // element types are checked by the consuming kernels
     if (v->dtype != DataType::kUndefined && t.dtype() != v->dtype) {
       return invalid_argument("input '", v->name(), "': expected dtype ", dtype_name(v->dtype), ", got ", dtype_name(t.dtype()));
     }

@@ -39,6 +39,19 @@ struct CaseResult {
 // Elementwise comparison with ONNX backend-test tolerances: rtol 1e-3, atol 1e-7 for
 // floats (NaN must match NaN), exact equality otherwise.
 Status compare(const Tensor& got, const Tensor& want, const std::string& name) {
+  if (got.kind() != want.kind()) {
+    return invalid_argument("output '", name, "': got ", got.describe(), ", expected ", want.describe());
+  }
+  if (want.is_none()) return Status::ok();
+  if (want.is_sequence()) {
+    if (got.items().size() != want.items().size()) {
+      return invalid_argument("output '", name, "': sequence of ", got.items().size(), " items, expected ", want.items().size());
+    }
+    for (size_t i = 0; i < want.items().size(); ++i) {
+      KILN_RETURN_IF_ERROR(compare(got.items()[i], want.items()[i], cat(name, "[", i, "]")));
+    }
+    return Status::ok();
+  }
   if (got.dtype() != want.dtype()) {
     return invalid_argument("output '", name, "': dtype ", dtype_name(got.dtype()), ", expected ", dtype_name(want.dtype()));
   }
@@ -126,7 +139,8 @@ CaseResult run_case(const fs::path& dir) {
     }
     TensorMap feeds;
     for (size_t i = 0; i < in_files.size(); ++i) {
-      auto t = read_tensor_pb(in_files[i].string());
+      const Value* in = g.inputs()[i];
+      auto t = read_value_pb(in_files[i].string(), in->is_sequence, in->is_optional);
       if (!t) return {Outcome::kFail, group_of("", ops), t.status().message()};
       feeds[g.inputs()[i]->name()] = std::move(t).value();
     }
@@ -137,7 +151,8 @@ CaseResult run_case(const fs::path& dir) {
       return {Outcome::kFail, group_of("", ops), cat("model produced ", outs->size(), " outputs, expected ", out_files.size())};
     }
     for (size_t i = 0; i < out_files.size(); ++i) {
-      auto want = read_tensor_pb(out_files[i].string());
+      const Value* out = g.outputs()[i];
+      auto want = read_value_pb(out_files[i].string(), out->is_sequence, out->is_optional);
       if (!want) return {Outcome::kFail, group_of("", ops), want.status().message()};
       Status s = compare((*outs)[i], *want, g.outputs()[i]->name());
       if (!s) return {Outcome::kFail, group_of("", ops), s.message()};

@@ -59,24 +59,27 @@ Status conv_kernel(KernelContext& ctx) {
   out_dims.insert(out_dims.end(), g.out.begin(), g.out.end());
   int64_t total = 0;
   KILN_RETURN_IF_ERROR(checked_num_elements(out_dims, &total));
-  std::vector<int64_t> table;
-  KILN_RETURN_IF_ERROR(build_window_table(g.out, g.in, g.kernel, g.strides, g.dilations,
-                                          Dims(g.pads.begin(), g.pads.begin() + static_cast<long>(nsp)), &table));
-  const int64_t in_sp = num_elements(g.in), out_sp = num_elements(g.out), ksize = num_elements(g.kernel);
+  WindowTaps taps;
+  KILN_RETURN_IF_ERROR(WindowTaps::create(g.in, g.kernel, g.strides, g.dilations, Dims(g.pads.begin(), g.pads.begin() + static_cast<long>(nsp)),
+                                          Dims(g.pads.begin() + static_cast<long>(nsp), g.pads.end()), &taps));
+  const int64_t in_sp = num_elements(g.in), out_sp = num_elements(g.out), ksize = taps.num_taps();
   const int64_t Mg = M / group;
 
   bool ok = dispatch_float(x.dtype(), [&]<typename T>() {
     Tensor& y = ctx.alloc_output(0, x.dtype(), out_dims);
+    if (total == 0) return;
     const T* px = x.data<T>();
     const T* pw = w.data<T>();
     T* py = y.data<T>();
-    for (int64_t n = 0; n < N; ++n) {
-      for (int64_t m = 0; m < M; ++m) {
-        const int64_t gi = m / Mg;
-        const double bias = b ? static_cast<double>(to_compute(b->data<T>()[m])) : 0.0;
-        for (int64_t o = 0; o < out_sp; ++o) {
-          double acc = bias;
-          const int64_t* row = table.data() + o * ksize;
+    std::vector<int64_t> pos(nsp, 0);
+    int64_t o = 0;
+    do {  // every output position; its window taps are shared by all images and channels
+      taps.compute(pos);
+      const int64_t* row = taps.offsets().data();
+      for (int64_t n = 0; n < N; ++n) {
+        for (int64_t m = 0; m < M; ++m) {
+          const int64_t gi = m / Mg;
+          double acc = b ? static_cast<double>(to_compute(b->data<T>()[m])) : 0.0;
           for (int64_t c = 0; c < Cg; ++c) {
             const T* xc = px + (n * C + gi * Cg + c) * in_sp;
             const T* wc = pw + (m * Cg + c) * ksize;
@@ -88,7 +91,8 @@ Status conv_kernel(KernelContext& ctx) {
           py[(n * M + m) * out_sp + o] = from_compute<T>(static_cast<compute_t<T>>(acc));
         }
       }
-    }
+      ++o;
+    } while (next_index(pos, g.out));
   });
   if (!ok) return unsupported_dtype(ctx.op, x.dtype());
   return Status::ok();
@@ -147,31 +151,36 @@ Status conv_transpose_kernel(KernelContext& ctx) {
   out_dims.insert(out_dims.end(), out.begin(), out.end());
   int64_t total = 0;
   KILN_RETURN_IF_ERROR(checked_num_elements(out_dims, &total));
-  std::vector<int64_t> table;
-  KILN_RETURN_IF_ERROR(build_window_table(in, out, kernel, strides, dilations,
-                                          Dims(pads.begin(), pads.begin() + static_cast<long>(nsp)), &table));
-  const int64_t in_sp = num_elements(in), out_sp = num_elements(out), ksize = num_elements(kernel);
+  WindowTaps taps;
+  KILN_RETURN_IF_ERROR(WindowTaps::create(out, kernel, strides, dilations, Dims(pads.begin(), pads.begin() + static_cast<long>(nsp)),
+                                          Dims(pads.begin() + static_cast<long>(nsp), pads.end()), &taps));
+  const int64_t in_sp = num_elements(in), out_sp = num_elements(out), ksize = taps.num_taps();
 
   bool ok = dispatch_float(x.dtype(), [&]<typename T>() {
     std::vector<double> acc(static_cast<size_t>(total), 0.0);
     const T* px = x.data<T>();
     const T* pw = w.data<T>();
-    for (int64_t n = 0; n < N; ++n) {
-      for (int64_t c = 0; c < C; ++c) {
-        const int64_t gi = c / Cg;
-        const T* xc = px + (n * C + c) * in_sp;
-        for (int64_t m = 0; m < Mg; ++m) {
-          double* yc = acc.data() + (n * M + gi * Mg + m) * out_sp;
-          const T* wc = pw + (c * Mg + m) * ksize;
-          for (int64_t i = 0; i < in_sp; ++i) {
-            const double xv = static_cast<double>(to_compute(xc[i]));
-            const int64_t* row = table.data() + i * ksize;
-            for (int64_t k = 0; k < ksize; ++k) {
-              if (row[k] >= 0) yc[row[k]] += xv * static_cast<double>(to_compute(wc[k]));
+    std::vector<int64_t> pos(nsp, 0);
+    int64_t i = 0;
+    if (in_sp > 0 && out_sp > 0) {
+      do {  // every input position scatters through its window into the output
+        taps.compute(pos);
+        const int64_t* row = taps.offsets().data();
+        for (int64_t n = 0; n < N; ++n) {
+          for (int64_t c = 0; c < C; ++c) {
+            const int64_t gi = c / Cg;
+            const double xv = static_cast<double>(to_compute(px[(n * C + c) * in_sp + i]));
+            for (int64_t m = 0; m < Mg; ++m) {
+              double* yc = acc.data() + (n * M + gi * Mg + m) * out_sp;
+              const T* wc = pw + (c * Mg + m) * ksize;
+              for (int64_t k = 0; k < ksize; ++k) {
+                if (row[k] >= 0) yc[row[k]] += xv * static_cast<double>(to_compute(wc[k]));
+              }
             }
           }
         }
-      }
+        ++i;
+      } while (next_index(pos, in));
     }
     Tensor& y = ctx.alloc_output(0, x.dtype(), out_dims);
     T* py = y.data<T>();

@@ -1,5 +1,5 @@
 // Index-driven reference kernels: Gather, GatherElements, GatherND, ScatterElements,
-// ScatterND, OneHot, NonZero, Compress, ReverseSequence, Unique.
+// ScatterND, OneHot, NonZero, Compress, ReverseSequence, Unique, TensorScatter.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -269,7 +269,8 @@ Status one_hot_kernel(KernelContext& ctx) {
   KILN_ENSURE(ind.dtype() != DataType::kBool && depth_t.dtype() != DataType::kBool,
               "indices and depth must be numeric");
   const double depth_d = depth_t.get_double(0);
-  KILN_ENSURE(std::isfinite(depth_d) && depth_d >= 1, "depth must be >= 1, got ", depth_d);
+  KILN_ENSURE(std::isfinite(depth_d) && depth_d >= 1 && depth_d <= static_cast<double>(shape_detail::kMaxOutputElements),
+              "depth must be a positive size, got ", depth_d);
   const int64_t depth = static_cast<int64_t>(depth_d);
   const int64_t r = ind.rank();
   int64_t axis = ctx.attr().get_int("axis", -1);
@@ -391,6 +392,51 @@ Status reverse_sequence_kernel(KernelContext& ctx) {
   return Status::ok();
 }
 
+Status tensor_scatter_kernel(KernelContext& ctx) {
+  const Tensor& cache = *ctx.input(0);
+  const Tensor& upd = *ctx.input(1);
+  const std::string mode = ctx.attr().get_string("mode", "linear");
+  KILN_ENSURE(mode == "linear" || mode == "circular", "mode must be linear or circular, got '", mode, "'");
+  KILN_ENSURE(upd.dtype() == cache.dtype(), "update dtype ", dtype_name(upd.dtype()), " differs from past_cache dtype ",
+              dtype_name(cache.dtype()));
+  KILN_ENSURE(cache.rank() >= 2 && upd.rank() == cache.rank(), "past_cache ", cache.describe(), " and update ",
+              upd.describe(), " must have the same rank >= 2");
+  int64_t axis;
+  KILN_RETURN_IF_ERROR(normalize_axis(ctx.attr().get_int("axis", -2), cache.rank(), &axis));
+  KILN_ENSURE(axis >= 1, "axis must not be the batch axis 0");
+  for (int d = 0; d < cache.rank(); ++d) {
+    KILN_ENSURE(d == axis ? upd.dim(d) <= cache.dim(d) : upd.dim(d) == cache.dim(d), "update ", upd.describe(),
+                " does not fit past_cache ", cache.describe(), " in dimension ", d);
+  }
+  const int64_t batch = cache.dim(0);
+  std::vector<int64_t> write(static_cast<size_t>(batch), 0);
+  if (ctx.input(2)) {
+    KILN_RETURN_IF_ERROR(read_ints(*ctx.input(2), "write_indices", &write));
+    KILN_ENSURE(static_cast<int64_t>(write.size()) == batch, "write_indices has ", write.size(),
+                " entries but the batch size is ", batch);
+  }
+  const size_t a = static_cast<size_t>(axis);
+  const int64_t max_seq = cache.dims()[a], seq = upd.dims()[a];
+  const int64_t outer = prod(cache.dims(), 0, a), per_batch = prod(cache.dims(), 1, a);
+  const int64_t inner = prod(cache.dims(), a + 1, cache.dims().size());
+  for (int64_t w : write) {
+    KILN_ENSURE(w >= 0 && (mode == "circular" || w <= max_seq - seq), "write index ", w, " with ", seq,
+                " updates does not fit sequence length ", max_seq);
+  }
+  Tensor out = cache.clone();
+  const size_t es = dtype_size(cache.dtype());
+  for (int64_t o = 0; o < outer; ++o) {
+    const int64_t b = per_batch == 0 ? 0 : o / per_batch;
+    for (int64_t s = 0; s < seq; ++s) {
+      int64_t c = write[static_cast<size_t>(b)] + s;
+      if (mode == "circular") c %= max_seq;
+      copy_elems(out.raw(), (o * max_seq + c) * inner, upd.raw(), (o * seq + s) * inner, inner, es);
+    }
+  }
+  ctx.set_output(0, out);
+  return Status::ok();
+}
+
 // Total order for Unique: NaNs sort last and compare equal to each other.
 template <typename C>
 bool less_total(C a, C b) {
@@ -498,6 +544,7 @@ void register_indexing_kernels(KernelRegistry& r) {
   r.add(Op::Compress, compress_kernel);
   r.add(Op::ReverseSequence, reverse_sequence_kernel);
   r.add(Op::Unique, unique_kernel);
+  r.add(Op::TensorScatter, tensor_scatter_kernel);
 }
 }  // namespace shape_detail
 

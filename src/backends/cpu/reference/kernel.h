@@ -58,6 +58,7 @@ void register_linalg_kernels(KernelRegistry& r);     // matmul, gemm, einsum
 void register_reduction_kernels(KernelRegistry& r);  // reduce*, softmax, argmax, topk, cumsum
 void register_shape_kernels(KernelRegistry& r);      // shape, reshape, slice, gather, concat...
 void register_control_flow_kernels(KernelRegistry& r);  // If, Loop, Scan
+void register_sequence_kernels(KernelRegistry& r);      // sequences and optionals
 
 // Error for an input dtype the kernel does not handle.
 Status unsupported_dtype(Op op, DataType dt, const char* what = "input");

@@ -85,35 +85,42 @@ Status checked_num_elements(const Dims& dims, int64_t* out) {
   return Status::ok();
 }
 
-Status build_window_table(const Dims& iter, const Dims& bound, const Dims& kernel, const Dims& strides,
-                          const Dims& dilations, const Dims& pad_begin, std::vector<int64_t>* table) {
-  const size_t n = iter.size();
-  int64_t npos = 0, nk = 0, total = 0;
-  KILN_RETURN_IF_ERROR(checked_num_elements(iter, &npos));
+Status WindowTaps::create(const Dims& bound, const Dims& kernel, const Dims& strides, const Dims& dilations,
+                          const Dims& pad_begin, const Dims& pad_end, WindowTaps* out) {
+  int64_t nk = 0;
   KILN_RETURN_IF_ERROR(checked_num_elements(kernel, &nk));
-  KILN_RETURN_IF_ERROR(checked_num_elements({npos, nk}, &total));
-  table->assign(static_cast<size_t>(total), -1);
-  if (total == 0) return Status::ok();
-  const Dims bstrides = contiguous_strides(bound);
-  std::vector<int64_t> p(n, 0);
-  int64_t t = 0;
-  do {
-    std::vector<int64_t> k(n, 0);
-    do {
-      int64_t off = 0;
-      bool inside = true;
-      for (size_t d = 0; d < n; ++d) {
-        const int64_t c = p[d] * strides[d] - pad_begin[d] + k[d] * dilations[d];
-        if (c < 0 || c >= bound[d]) {
-          inside = false;
-          break;
-        }
-        off += c * bstrides[d];
-      }
-      (*table)[static_cast<size_t>(t++)] = inside ? off : -1;
-    } while (next_index(k, kernel));
-  } while (next_index(p, iter));
+  KILN_ENSURE(nk <= (int64_t{1} << 24), "kernel ", dims_str(kernel), " has too many elements");
+  out->bound_ = bound;
+  out->kernel_ = kernel;
+  out->strides_ = strides;
+  out->dilations_ = dilations;
+  out->pad_begin_ = pad_begin;
+  out->pad_end_ = pad_end;
+  out->bound_strides_ = contiguous_strides(bound);
+  out->num_taps_ = nk;
+  out->offsets_.assign(static_cast<size_t>(nk), -1);
   return Status::ok();
+}
+
+int64_t WindowTaps::compute(const std::vector<int64_t>& p) {
+  const size_t n = kernel_.size();
+  int64_t padded = 0;
+  if (num_taps_ == 0) return 0;
+  std::vector<int64_t> k(n, 0);
+  size_t t = 0;
+  do {
+    int64_t off = 0;
+    bool inside = true, in_padded = true;
+    for (size_t d = 0; d < n; ++d) {
+      const int64_t c = p[d] * strides_[d] - pad_begin_[d] + k[d] * dilations_[d];
+      if (c < 0 || c >= bound_[d]) inside = false;
+      if (c < -pad_begin_[d] || c >= bound_[d] + pad_end_[d]) in_padded = false;
+      off += c * bound_strides_[d];
+    }
+    offsets_[t++] = inside ? off : -1;
+    if (in_padded) ++padded;
+  } while (next_index(k, kernel_));
+  return padded;
 }
 
 void register_nn_kernels(KernelRegistry& r) {

@@ -36,12 +36,26 @@ struct WindowGeometry {
 };
 Status compute_window_geometry(const std::string& auto_pad, bool ceil_mode, WindowGeometry* g);
 
-// For every position p of `iter` (row-major over its extents) and every kernel offset k
-// (row-major over `kernel`), the flat row-major offset into a tensor of extents `bound` of
-// coordinate p*stride - pad_begin + k*dilation, or -1 where that falls outside `bound`.
+// The taps of one sliding window. For a window position p (a multi-index) and every kernel
+// offset k (row-major over `kernel`), the coordinate p*stride - pad_begin + k*dilation is
+// mapped to its flat row-major offset in a tensor of extents `bound`, or -1 outside it.
 // Conv reads input offsets this way; ConvTranspose scatters to output offsets.
-Status build_window_table(const Dims& iter, const Dims& bound, const Dims& kernel, const Dims& strides,
-                          const Dims& dilations, const Dims& pad_begin, std::vector<int64_t>* table);
+class WindowTaps {
+ public:
+  // Fails when the kernel has more taps than a reference kernel sensibly handles.
+  static Status create(const Dims& bound, const Dims& kernel, const Dims& strides, const Dims& dilations,
+                       const Dims& pad_begin, const Dims& pad_end, WindowTaps* out);
+  int64_t num_taps() const { return num_taps_; }
+  // Fills offsets() for window position p. Returns how many taps lie inside the bound
+  // extended by the padding (begin and end): the divisor of count_include_pad averaging.
+  int64_t compute(const std::vector<int64_t>& p);
+  const std::vector<int64_t>& offsets() const { return offsets_; }
+
+ private:
+  Dims bound_, kernel_, strides_, dilations_, pad_begin_, pad_end_, bound_strides_;
+  int64_t num_taps_ = 0;
+  std::vector<int64_t> offsets_;
+};
 
 // Rejects a tensor of rank below `min_rank` with a message naming it.
 Status require_rank_at_least(const Tensor& t, int min_rank, const char* what);

@@ -13,45 +13,6 @@ namespace {
 
 enum class PoolKind { kMax, kAverage, kLp };
 
-// One window position relative to the input: offset into the spatial block, or -1 when
-// the position is padding. `in_padded` tells explicit padding (counted by
-// count_include_pad) from the overhang ceil_mode adds past the end padding.
-struct Tap {
-  int64_t offset;
-  bool in_padded;
-};
-
-// Windows of every output position, as lists of taps.
-Status build_taps(const WindowGeometry& g, std::vector<std::vector<Tap>>* windows) {
-  const size_t n = g.nsp();
-  int64_t npos = 0, nk = 0, total = 0;
-  KILN_RETURN_IF_ERROR(checked_num_elements(g.out, &npos));
-  KILN_RETURN_IF_ERROR(checked_num_elements(g.kernel, &nk));
-  KILN_RETURN_IF_ERROR(checked_num_elements({npos, nk}, &total));
-  windows->assign(static_cast<size_t>(npos), {});
-  if (total == 0) return Status::ok();
-  const Dims st = contiguous_strides(g.in);
-  std::vector<int64_t> p(n, 0);
-  size_t w = 0;
-  do {
-    auto& taps = (*windows)[w++];
-    taps.reserve(static_cast<size_t>(nk));
-    std::vector<int64_t> k(n, 0);
-    do {
-      int64_t off = 0;
-      bool inside = true, padded = true;
-      for (size_t d = 0; d < n; ++d) {
-        const int64_t c = p[d] * g.strides[d] - g.pads[d] + k[d] * g.dilations[d];
-        if (c < 0 || c >= g.in[d]) inside = false;
-        if (c >= g.in[d] + g.pads[n + d]) padded = false;
-        off += c * st[d];
-      }
-      taps.push_back({inside ? off : -1, padded});
-    } while (next_index(k, g.kernel));
-  } while (next_index(p, g.out));
-  return Status::ok();
-}
-
 // Reads the shared pooling attributes and computes the geometry for input x.
 Status pool_geometry(const KernelContext& ctx, const Tensor& x, bool allow_ceil, WindowGeometry* g) {
   KILN_RETURN_IF_ERROR(require_rank_at_least(x, 3, "X"));
@@ -84,8 +45,10 @@ Status pool_kernel(KernelContext& ctx, PoolKind kind) {
   out_dims.insert(out_dims.end(), g.out.begin(), g.out.end());
   int64_t total = 0;
   KILN_RETURN_IF_ERROR(checked_num_elements(out_dims, &total));
-  std::vector<std::vector<Tap>> windows;
-  KILN_RETURN_IF_ERROR(build_taps(g, &windows));
+  const size_t nsp = g.nsp();
+  WindowTaps taps;
+  KILN_RETURN_IF_ERROR(WindowTaps::create(g.in, g.kernel, g.strides, g.dilations, Dims(g.pads.begin(), g.pads.begin() + static_cast<long>(nsp)),
+                                          Dims(g.pads.begin() + static_cast<long>(nsp), g.pads.end()), &taps));
   const int64_t planes = x.dim(0) * x.dim(1);
   const int64_t in_sp = num_elements(g.in), out_sp = num_elements(g.out);
   // Column-major spatial offsets for storage_order = 1.
@@ -111,16 +74,20 @@ Status pool_kernel(KernelContext& ctx, PoolKind kind) {
     int64_t* pi = want_indices ? ctx.alloc_output(1, DataType::kInt64, out_dims).data<int64_t>() : nullptr;
     const T* px = x.data<T>();
     T* py = y.data<T>();
-    for (int64_t pl = 0; pl < planes; ++pl) {
-      const T* xp = px + pl * in_sp;
-      for (int64_t o = 0; o < out_sp; ++o) {
-        const auto& taps = windows[static_cast<size_t>(o)];
+    if (total == 0) return;
+    std::vector<int64_t> pos(nsp, 0);
+    int64_t o = 0;
+    do {  // every output position; its window is shared by all planes
+      const int64_t padded_count = taps.compute(pos);
+      const std::vector<int64_t>& offs = taps.offsets();
+      for (int64_t pl = 0; pl < planes; ++pl) {
+        const T* xp = px + pl * in_sp;
         const int64_t yi = pl * out_sp + o;
         if (kind == PoolKind::kMax) {
           int64_t best = -1;
-          for (const Tap& t : taps) {
-            if (t.offset < 0) continue;
-            if (best < 0 || to_compute(xp[t.offset]) > to_compute(xp[best])) best = t.offset;
+          for (int64_t off : offs) {
+            if (off < 0) continue;
+            if (best < 0 || to_compute(xp[off]) > to_compute(xp[best])) best = off;
           }
           py[yi] = best >= 0 ? xp[best] : from_compute<T>(compute_t<T>(0));
           if (pi) {
@@ -130,20 +97,19 @@ Status pool_kernel(KernelContext& ctx, PoolKind kind) {
         }
         double acc = 0.0;
         int64_t count = 0;
-        for (const Tap& t : taps) {
-          if (t.offset >= 0) {
-            const double v = static_cast<double>(to_compute(xp[t.offset]));
-            acc += kind == PoolKind::kLp ? std::pow(std::fabs(v), static_cast<double>(p)) : v;
-            ++count;
-          } else if (count_pad && t.in_padded) {
-            ++count;
-          }
+        for (int64_t off : offs) {
+          if (off < 0) continue;
+          const double v = static_cast<double>(to_compute(xp[off]));
+          acc += kind == PoolKind::kLp ? std::pow(std::fabs(v), static_cast<double>(p)) : v;
+          ++count;
         }
+        if (count_pad) count = padded_count;
         const double r = kind == PoolKind::kLp ? std::pow(acc, 1.0 / static_cast<double>(p))
                                                : acc / static_cast<double>(count);
         py[yi] = from_compute<T>(static_cast<compute_t<T>>(r));
       }
-    }
+      ++o;
+    } while (next_index(pos, g.out));
   };
   bool ok = false;
   if (kind == PoolKind::kMax) {

@@ -11,6 +11,7 @@ const KernelRegistry& reference_kernels() {
     register_reduction_kernels(*r);
     register_shape_kernels(*r);
     register_control_flow_kernels(*r);
+    register_sequence_kernels(*r);
     return r;
   }();
   return *reg;

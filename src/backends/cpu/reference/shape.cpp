@@ -69,6 +69,9 @@ Status reshape_kernel(KernelContext& ctx) {
   KILN_ENSURE(!(allowzero && has_zero && infer >= 0), "shape ", dims_str(shape),
               " has both 0 and -1 with allowzero=1");
   if (infer >= 0) {
+    Dims known_dims = shape;
+    known_dims[static_cast<size_t>(infer)] = 1;
+    KILN_RETURN_IF_ERROR(check_dims(known_dims, "Reshape shape"));  // bounds `known` below
     int64_t known = 1;
     for (size_t i = 0; i < shape.size(); ++i) {
       if (static_cast<int>(i) != infer) known *= shape[i];
@@ -97,7 +100,7 @@ Status flatten_kernel(KernelContext& ctx) {
 Status squeeze_kernel(KernelContext& ctx) {
   const Tensor& x = *ctx.input(0);
   std::vector<bool> drop(static_cast<size_t>(x.rank()), false);
-  if (ctx.input(1)) {
+  if (ctx.input(1) && ctx.input(1)->size() > 0) {  // empty axes: same as absent
     std::vector<int64_t> axes;
     KILN_RETURN_IF_ERROR(read_ints(*ctx.input(1), "axes", &axes));
     KILN_RETURN_IF_ERROR(normalize_axes(axes, x.rank()));
@@ -274,7 +277,7 @@ Status split_kernel(KernelContext& ctx) {
                 " entries but the node has ", n, " outputs");
     int64_t sum = 0;
     for (int64_t s : sizes) {
-      KILN_ENSURE(s >= 0, "split ", dims_str(sizes), " has a negative size");
+      KILN_ENSURE(s >= 0 && s <= dim, "split ", dims_str(sizes), " has an entry outside [0, ", dim, "]");
       sum += s;
     }
     KILN_ENSURE(sum == dim, "split ", dims_str(sizes), " sums to ", sum, " but axis ", axis, " of ", x.describe(),
@@ -368,6 +371,7 @@ Status depth_to_space_kernel(KernelContext& ctx) {
   KILN_ENSURE(x.rank() == 4, "input must be 4-D [N,C,H,W], got ", x.describe());
   KILN_ENSURE(ctx.attr().has("blocksize"), "attribute 'blocksize' is required");
   const int64_t b = ctx.attr().get_int("blocksize", 1);
+  KILN_ENSURE(b > 0 && b <= (int64_t{1} << 20), "blocksize ", b, " is out of range");
   const std::string mode = ctx.attr().get_string("mode", "DCR");
   KILN_ENSURE(mode == "DCR" || mode == "CRD", "mode must be DCR or CRD, got '", mode, "'");
   const int64_t n = x.dim(0), c = x.dim(1), h = x.dim(2), w = x.dim(3);
@@ -388,6 +392,7 @@ Status space_to_depth_kernel(KernelContext& ctx) {
   KILN_ENSURE(x.rank() == 4, "input must be 4-D [N,C,H,W], got ", x.describe());
   KILN_ENSURE(ctx.attr().has("blocksize"), "attribute 'blocksize' is required");
   const int64_t b = ctx.attr().get_int("blocksize", 1);
+  KILN_ENSURE(b > 0 && b <= (int64_t{1} << 20), "blocksize ", b, " is out of range");
   const std::string mode = ctx.attr().get_string("mode", "DCR");  // mode: opset 24
   KILN_ENSURE(mode == "DCR" || mode == "CRD", "mode must be DCR or CRD, got '", mode, "'");
   const int64_t n = x.dim(0), c = x.dim(1), h = x.dim(2), w = x.dim(3);
