@@ -25,6 +25,18 @@ enum class DataType : int32_t {
   kUInt32 = 12,
   kUInt64 = 13,
   kBFloat16 = 16,
+  // Low-precision types (see "low-precision types" below). Stored unpacked, one byte per
+  // element; 4-bit and 2-bit values are packed only at the TensorProto boundary.
+  kFloat8E4M3FN = 17,
+  kFloat8E4M3FNUZ = 18,
+  kFloat8E5M2 = 19,
+  kFloat8E5M2FNUZ = 20,
+  kUInt4 = 21,
+  kInt4 = 22,
+  kFloat4E2M1 = 23,
+  kFloat8E8M0 = 24,
+  kUInt2 = 25,
+  kInt2 = 26,
 };
 
 // IEEE binary16. Arithmetic happens in float (see compute_t).
@@ -65,6 +77,34 @@ bool is_signed_int(DataType dt);
 bool is_unsigned_int(DataType dt);
 inline bool is_integer(DataType dt) { return is_signed_int(dt) || is_unsigned_int(dt); }
 bool is_supported_dtype(DataType dt);     // a dtype kiln tensors can hold
+
+// ---- low-precision types ----
+// In memory every low-precision element is one byte: the fp8/fp4/e8m0 floats hold their
+// bit pattern (fp4 in the low nibble), int4/int2 hold the value as a sign-extended int8,
+// uint4/uint2 as a uint8. They are not part of dispatch_all: arithmetic kernels reject
+// them; Cast, the quantization ops and byte-copying data movement handle them.
+bool is_low_precision(DataType dt);        // any of the types above
+bool is_low_precision_float(DataType dt);  // fp8 (4 kinds), fp4 e2m1, e8m0
+bool is_low_precision_int(DataType dt);    // int4, uint4, int2, uint2
+// Bits per element in TensorProto packing: 4 (int4/uint4/fp4), 2 (int2/uint2), else 0.
+int packed_bits(DataType dt);
+// Value range of int4/uint4/int2/uint2 (false for other types).
+bool low_precision_int_range(DataType dt, int64_t* lo, int64_t* hi);
+// Wraps an integer to int4/uint4/int2/uint2 (keeps the low bits, two's complement), as
+// ONNX Cast does for integer-valued sources. Returns the stored byte.
+uint8_t wrap_low_precision_int(DataType dt, int64_t v);
+// Decodes an fp8/fp4/e8m0 bit pattern (exact). NaN keeps its sign where the format has one.
+float low_precision_float_to_float(DataType dt, uint8_t bits);
+// Encodes a value as fp8 (any of the 4 kinds) or fp4 e2m1, rounding to nearest even.
+// saturate: out-of-range values and infinities become the largest finite value of the
+// right sign; otherwise they become inf (E5M2) or NaN (the formats without inf). fp4 has
+// neither inf nor NaN and always saturates (NaN becomes a zero, as the ONNX reference does).
+uint8_t float_to_low_precision_float(DataType dt, double v, bool saturate);
+// Encodes as float8e8m0 (a power of two 2^(e-127); 0xFF is NaN; the sign is ignored).
+enum class E8M0Rounding { kUp, kDown, kNearest };
+uint8_t float_to_e8m0(float v, bool saturate, E8M0Rounding mode);
+// Reads a stored low-precision element as a double (exact).
+double low_precision_to_double(DataType dt, uint8_t stored);
 
 template <typename T> struct dtype_of;
 template <> struct dtype_of<float> { static constexpr DataType value = DataType::kFloat32; };

@@ -1,5 +1,6 @@
 #include "core/tensor.h"
 
+#include <algorithm>
 #include <cstring>
 #include <sstream>
 
@@ -26,6 +27,11 @@ Dims contiguous_strides(const Dims& dims) {
 }
 
 Tensor::Tensor(DataType dtype, Dims dims) : dtype_(dtype), dims_(std::move(dims)) {
+  if (dtype_ == DataType::kString) {
+    strings_ = std::shared_ptr<std::string[]>(new std::string[static_cast<size_t>(std::max<int64_t>(size(), 1))]);
+    data_ = strings_.get();
+    return;
+  }
   size_t bytes = nbytes();
   // Always allocate at least one byte so data() is non-null for empty tensors.
   storage_ = std::shared_ptr<std::byte[]>(new std::byte[bytes ? bytes : 1]());
@@ -49,6 +55,10 @@ Tensor Tensor::reshaped(Dims dims) const {
 
 Tensor Tensor::clone() const {
   Tensor t(dtype_, dims_);
+  if (is_string()) {
+    for (int64_t i = 0; i < size(); ++i) t.data<std::string>()[i] = data<std::string>()[i];
+    return t;
+  }
   if (nbytes()) std::memcpy(t.data_, data_, nbytes());
   return t;
 }

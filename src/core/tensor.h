@@ -46,7 +46,10 @@ class Tensor {
   int64_t dim(int i) const { return dims_[static_cast<size_t>(i)]; }
   int rank() const { return static_cast<int>(dims_.size()); }
   int64_t size() const { return num_elements(dims_); }
+  // Bytes of element storage; 0 for kString tensors, whose elements are std::string
+  // objects reached through data<std::string>() and never copied as bytes.
   size_t nbytes() const { return static_cast<size_t>(size()) * dtype_size(dtype_); }
+  bool is_string() const { return dtype_ == DataType::kString; }
   bool defined() const { return kind_ != ValueKind::kTensor || dtype_ != DataType::kUndefined; }
 
   void* raw() { return data_; }
@@ -68,6 +71,7 @@ class Tensor {
   DataType dtype_ = DataType::kUndefined;
   Dims dims_;
   std::shared_ptr<std::byte[]> storage_;
+  std::shared_ptr<std::string[]> strings_;  // storage of kString tensors
   void* data_ = nullptr;
   ValueKind kind_ = ValueKind::kTensor;
   bool none_of_sequence_ = false;

@@ -12,6 +12,7 @@ enum OpFlag : uint32_t {
   kElementwise = 1u << 0,   // output[i] depends on input[i] (after broadcasting)
   kCommutative = 1u << 1,
   kReduction = 1u << 2,
+  kStrings = 1u << 3,       // the kernel handles string tensors (others reject them up front)
 };
 
 enum class Op : uint16_t {

@@ -366,10 +366,17 @@ Status GraphImporter::normalize(Node* n, Graph& g) {
     } else {
       n->attrs.set("axis", n->attrs.get_int("axis", -1));
     }
+  } else if (t == "DFT" && opset < 20) {
+    // DFT-17: axis is an attribute (default 1); DFT-20 takes it as input 2 (default -2).
+    n->attrs.set("axis", n->attrs.get_int("axis", 1));
+    attr_to_input(n, g, "axis", 2, DataType::kInt64);
   } else if (t == "BatchNormalization") {
     n->attrs.erase("spatial");
     n->attrs.erase("is_test");
     n->attrs.erase("consumed_inputs");
+  } else if (t == "RoiAlign" && opset < 16) {
+    // RoiAlign-10 has no coordinate_transformation_mode; it behaves as output_half_pixel.
+    n->attrs.set("coordinate_transformation_mode", std::string("output_half_pixel"));
   }
   return Status::ok();
 }
@@ -449,6 +456,7 @@ Status GraphImporter::import(const onnx::GraphProto& gp, Graph& g) {
       continue;
     }
     std::optional<Op> op = is_default_domain(domain) ? canonical_op(np.op_type()) : std::nullopt;
+    if (domain == "ai.onnx.preview" && np.op_type() == "FlexAttention") op = Op::FlexAttention;
     if (!op) {
       ctx_.unsupported.push_back(cat("node '", name, "': op ", np.op_type(), " (domain '",
                                      domain.empty() ? "ai.onnx" : domain, "', opset ", opset, ")"));

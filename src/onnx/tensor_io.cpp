@@ -73,6 +73,63 @@ Status load_external(const onnx::TensorProto& proto, const std::string& base_dir
   return Status::ok();
 }
 
+// 4-bit and 2-bit types are packed in TensorProtos (first element in the lowest bits) and
+// unpacked in memory (one byte per element, int4/int2 sign-extended).
+int64_t packed_size(DataType dt, int64_t n) {
+  int bits = packed_bits(dt);
+  return (n * bits + 7) / 8;
+}
+
+void unpack_elements(DataType dt, const uint8_t* packed, Tensor& t) {
+  const int bits = packed_bits(dt);
+  const int per_byte = 8 / bits;
+  const uint8_t mask = static_cast<uint8_t>((1u << bits) - 1);
+  uint8_t* dst = t.data<uint8_t>();
+  for (int64_t i = 0; i < t.size(); ++i) {
+    uint8_t v = static_cast<uint8_t>((packed[i / per_byte] >> ((i % per_byte) * bits)) & mask);
+    if (dt == DataType::kFloat4E2M1) dst[i] = v;
+    else dst[i] = wrap_low_precision_int(dt, v);
+  }
+}
+
+std::string pack_elements(const Tensor& t) {
+  const int bits = packed_bits(t.dtype());
+  const int per_byte = 8 / bits;
+  const uint8_t mask = static_cast<uint8_t>((1u << bits) - 1);
+  std::string out(static_cast<size_t>(packed_size(t.dtype(), t.size())), '\0');
+  const uint8_t* src = t.data<uint8_t>();
+  for (int64_t i = 0; i < t.size(); ++i) {
+    out[static_cast<size_t>(i / per_byte)] |= static_cast<char>((src[i] & mask) << ((i % per_byte) * bits));
+  }
+  return out;
+}
+
+// Decodes a packed (4-bit / 2-bit) tensor from raw_data, int32_data or external data.
+Result<Tensor> packed_from_proto(const onnx::TensorProto& proto, DataType dt, const Dims& dims,
+                                 const std::string& base_dir, const std::string& what) {
+  Tensor t(dt, dims);
+  const int64_t need = packed_size(dt, t.size());
+  Tensor packed(DataType::kUInt8, {need});
+  if (proto.data_location() == onnx::TensorProto::EXTERNAL) {
+    KILN_RETURN_IF_ERROR(load_external(proto, base_dir, packed, what));
+  } else if (proto.has_raw_data()) {
+    const std::string& raw = proto.raw_data();
+    if (static_cast<int64_t>(raw.size()) != need) {
+      return invalid_model(what, ": raw_data has ", raw.size(), " bytes but ", dtype_name(dt), dims_str(dims),
+                           " needs ", need, " (packed)");
+    }
+    if (need) std::memcpy(packed.raw(), raw.data(), raw.size());
+  } else {
+    if (proto.int32_data_size() != need) {
+      return invalid_model(what, ": has ", proto.int32_data_size(), " packed int32_data values but ", dtype_name(dt),
+                           dims_str(dims), " needs ", need);
+    }
+    for (int64_t i = 0; i < need; ++i) packed.data<uint8_t>()[i] = static_cast<uint8_t>(proto.int32_data(static_cast<int>(i)));
+  }
+  unpack_elements(dt, packed.data<uint8_t>(), t);
+  return t;
+}
+
 }  // namespace
 
 Result<Tensor> tensor_from_proto(const onnx::TensorProto& proto, const std::string& base_dir,
@@ -93,6 +150,15 @@ Result<Tensor> tensor_from_proto(const onnx::TensorProto& proto, const std::stri
   if (total * static_cast<long double>(dtype_size(dt)) > static_cast<long double>(1ull << 40)) {
     return invalid_model(what, ": shape ", dims_str(dims), " is too large");
   }
+  if (dt == DataType::kString) {
+    Tensor t(dt, dims);
+    if (proto.string_data_size() != t.size()) {
+      return invalid_model(what, ": has ", proto.string_data_size(), " strings but its shape ", dims_str(dims), " needs ", t.size());
+    }
+    for (int64_t i = 0; i < t.size(); ++i) t.data<std::string>()[i] = proto.string_data(static_cast<int>(i));
+    return t;
+  }
+  if (packed_bits(dt)) return packed_from_proto(proto, dt, dims, base_dir, what);
   if (proto.data_location() == onnx::TensorProto::EXTERNAL) {
     Tensor t(dt, dims);
     KILN_RETURN_IF_ERROR(load_external(proto, base_dir, t, what));
@@ -125,6 +191,10 @@ Result<Tensor> tensor_from_proto(const onnx::TensorProto& proto, const std::stri
     case DataType::kBool: s = copy_field<bool>(proto.int32_data(), t, what); break;
     case DataType::kFloat16: s = copy_field<Half>(proto.int32_data(), t, what); break;
     case DataType::kBFloat16: s = copy_field<BFloat16>(proto.int32_data(), t, what); break;
+    case DataType::kFloat8E4M3FN: case DataType::kFloat8E4M3FNUZ: case DataType::kFloat8E5M2:
+    case DataType::kFloat8E5M2FNUZ: case DataType::kFloat8E8M0:
+      s = copy_field<uint8_t>(proto.int32_data(), t, what);  // one bit pattern per int32
+      break;
     default: return unsupported(what, ": dtype ", dtype_name(dt));
   }
   if (!s.is_ok()) return s;
@@ -136,6 +206,14 @@ void tensor_to_proto(const Tensor& t, const std::string& name, onnx::TensorProto
   proto->set_name(name);
   proto->set_data_type(static_cast<int32_t>(t.dtype()));
   for (int64_t d : t.dims()) proto->add_dims(d);
+  if (t.is_string()) {
+    for (int64_t i = 0; i < t.size(); ++i) proto->add_string_data(t.data<std::string>()[i]);
+    return;
+  }
+  if (packed_bits(t.dtype())) {
+    proto->set_raw_data(pack_elements(t));
+    return;
+  }
   proto->set_raw_data(std::string(static_cast<const char*>(t.raw()), t.nbytes()));
 }
 

@@ -121,6 +121,14 @@ Result<std::vector<Tensor>> execute_graph(const Graph& g, const std::vector<Tens
       if (it == env.end()) return internal_error(n->describe(), ": input '", v->name(), "' has no value");
       ctx.inputs.push_back(&it->second);
     }
+    if (!op_has_flag(n->op(), kStrings)) {
+      for (size_t i = 0; i < ctx.inputs.size(); ++i) {
+        if (ctx.inputs[i] && ctx.inputs[i]->is_string()) {
+          return unsupported(n->describe(), ": input ", i, " is a string tensor, which ", op_name(n->op()),
+                             " does not support");
+        }
+      }
+    }
     ctx.outputs.resize(n->num_outputs());
     for (Value* o : n->outputs()) ctx.output_wanted.push_back(o != nullptr);
     ctx.run_subgraph = [&](const Graph& sub, const std::vector<Tensor>& sub_inputs) {

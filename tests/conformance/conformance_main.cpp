@@ -58,6 +58,15 @@ Status compare(const Tensor& got, const Tensor& want, const std::string& name) {
   if (got.dims() != want.dims()) {
     return invalid_argument("output '", name, "': shape ", dims_str(got.dims()), ", expected ", dims_str(want.dims()));
   }
+  if (want.is_string()) {
+    for (int64_t i = 0; i < got.size(); ++i) {
+      if (got.data<std::string>()[i] != want.data<std::string>()[i]) {
+        return invalid_argument("output '", name, "'[", i, "] = \"", got.data<std::string>()[i], "\", expected \"",
+                                want.data<std::string>()[i], "\"");
+      }
+    }
+    return Status::ok();
+  }
   const double rtol = 1e-3, atol = 1e-7;
   for (int64_t i = 0; i < got.size(); ++i) {
     if (is_float(got.dtype())) {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "backends/cpu/reference/elementwise_common.h"
+#include "backends/cpu/reference/quantize.h"
 
 namespace kiln {
 
@@ -275,6 +276,8 @@ Status cast_kernel(KernelContext& ctx) {
     ctx.set_output(0, x);
     return Status::ok();
   }
+  if (to == DataType::kString || x.is_string()) return cast_with_strings(ctx, to);
+  if (is_low_precision(to) || is_low_precision(x.dtype())) return cast_low_precision(ctx, to);  // quantize.cpp
   bool to_ok = true;
   bool ok = dispatch_all(x.dtype(), [&]<typename From>() {
     to_ok = dispatch_all(to, [&]<typename To>() {
@@ -375,6 +378,7 @@ void register_elementwise_kernels(KernelRegistry& r) {
   r.add(Op::Mean, [](KernelContext& ctx) { return variadic_kernel<NumericTypes>(ctx, Fold::kMean); });
 
   r.add(Op::Equal, [](KernelContext& ctx) {
+    if (ctx.input(0)->is_string() || ctx.input(1)->is_string()) return equal_strings(ctx);
     return binary_map<AllTypes, true>(ctx, [](auto x, auto y) { return x == y; });
   });
   r.add(Op::Less, [](KernelContext& ctx) {

@@ -59,6 +59,14 @@ void register_reduction_kernels(KernelRegistry& r);  // reduce*, softmax, argmax
 void register_shape_kernels(KernelRegistry& r);      // shape, reshape, slice, gather, concat...
 void register_control_flow_kernels(KernelRegistry& r);  // If, Loop, Scan
 void register_sequence_kernels(KernelRegistry& r);      // sequences and optionals
+void register_rnn_signal_kernels(KernelRegistry& r);    // RNN/GRU/LSTM, DFT, STFT, windows
+void register_string_kernels(KernelRegistry& r);        // string ops
+// String paths of Cast and Equal (string_ops.cpp), called by those kernels.
+Status cast_with_strings(KernelContext& ctx, DataType to);
+Status equal_strings(KernelContext& ctx);
+void register_transformer_kernels(KernelRegistry& r);  // attention, losses, RMSNorm, rotary...
+void register_vision_kernels(KernelRegistry& r);        // NMS, RoiAlign, GridSample, Col2Im, DeformConv...
+void register_quant_kernels(KernelRegistry& r);         // Quantize/DequantizeLinear, QLinear*, *Integer, BitCast
 
 // Error for an input dtype the kernel does not handle.
 Status unsupported_dtype(Op op, DataType dt, const char* what = "input");

@@ -70,10 +70,9 @@ Status pool_kernel(KernelContext& ctx, PoolKind kind) {
   }
 
   auto run = [&]<typename T>() {
-    Tensor& y = ctx.alloc_output(0, x.dtype(), out_dims);
     int64_t* pi = want_indices ? ctx.alloc_output(1, DataType::kInt64, out_dims).data<int64_t>() : nullptr;
+    T* py = ctx.alloc_output(0, x.dtype(), out_dims).data<T>();
     const T* px = x.data<T>();
-    T* py = y.data<T>();
     if (total == 0) return;
     std::vector<int64_t> pos(nsp, 0);
     int64_t o = 0;

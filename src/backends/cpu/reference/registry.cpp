@@ -12,6 +12,11 @@ const KernelRegistry& reference_kernels() {
     register_shape_kernels(*r);
     register_control_flow_kernels(*r);
     register_sequence_kernels(*r);
+    register_rnn_signal_kernels(*r);
+    register_string_kernels(*r);
+    register_transformer_kernels(*r);
+    register_vision_kernels(*r);
+    register_quant_kernels(*r);
     return r;
   }();
   return *reg;

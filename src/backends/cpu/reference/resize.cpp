@@ -20,6 +20,7 @@ struct ResizeParams {
   bool exclude_outside = false;
   bool antialias = false;
   double extrapolation = 0.0;
+  bool roi_is_float32 = false;
 };
 
 // Interpolation weights of one output position along one axis.
@@ -44,8 +45,15 @@ double source_coordinate(const ResizeParams& p, double j, double scale, int64_t 
   if (p.coord == "align_corners") return out_f == 1 ? 0.0 : j * (inf - 1) / (out_f - 1);
   if (p.coord == "asymmetric") return j / scale;
   if (p.coord == "tf_crop_and_resize") {
-    const double x = out_f == 1 ? (roi_end - roi_start) * (inf - 1) / 2 : j * (roi_end - roi_start) * (inf - 1) / (out_f - 1);
-    return x + roi_start * (inf - 1);
+    // A float32 roi is combined in float32 (as the ONNX reference and onnxruntime do), which
+    // decides ties of nearest rounding: 0.1f * 5 is exactly 0.5 in float32.
+    double extent = roi_end - roi_start, offset = roi_start * (inf - 1);
+    if (p.roi_is_float32) {
+      extent = static_cast<double>(static_cast<float>(roi_end) - static_cast<float>(roi_start));
+      offset = static_cast<double>(static_cast<float>(roi_start) * static_cast<float>(in - 1));
+    }
+    const double x = out_f == 1 ? extent * (inf - 1) / 2 : j * extent * (inf - 1) / (out_f - 1);
+    return x + offset;
   }
   if (p.coord == "pytorch_half_pixel") return out_f == 1 ? -0.5 : (j + 0.5) / scale - 0.5;
   if (p.coord == "half_pixel_symmetric") {
@@ -194,6 +202,7 @@ Status resize_kernel(KernelContext& ctx) {
 
   std::vector<double> roi, scales_in;
   KILN_RETURN_IF_ERROR(read_doubles(ctx.input(1), "roi", &roi));
+  p.roi_is_float32 = ctx.input(1) && ctx.input(1)->dtype() == DataType::kFloat32;
   KILN_RETURN_IF_ERROR(read_doubles(ctx.input(2), "scales", &scales_in));
   std::vector<int64_t> sizes_in;
   if (const Tensor* s = ctx.input(3); s && s->size() > 0) {
