@@ -38,6 +38,17 @@ const std::unordered_map<std::string, Op>& renamed_ops() {
   return m;
 }
 
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> onnx_op_aliases() {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& [onnx_name, op] : renamed_ops()) out.emplace_back(onnx_name, op_name(op));
+  out.emplace_back("Constant", "(constant value)");
+  return out;
+}
+
+namespace {
+
 std::optional<Op> canonical_op(const std::string& op_type) {
   auto it = renamed_ops().find(op_type);
   if (it != renamed_ops().end()) return it->second;

@@ -3,6 +3,8 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/status.h"
 #include "ir/graph.h"
@@ -16,6 +18,10 @@ struct ImportedModel {
   std::string producer;        // producer_name + version
   std::string path;            // file the model came from ("" for bytes)
 };
+
+// ONNX op types the importer maps onto a differently named kiln op (e.g. Upsample -> Resize),
+// plus Constant, which becomes a constant value. For docs and tools.
+std::vector<std::pair<std::string, std::string>> onnx_op_aliases();
 
 // Imports a model file; external data is resolved relative to the file's folder.
 Result<ImportedModel> import_onnx_file(const std::string& path);

@@ -113,7 +113,8 @@ uint8_t brute_force_encode(DataType dt, double v) {
   for (int b = 0; b < num_patterns(dt); ++b) {
     double f = low_precision_float_to_float(dt, static_cast<uint8_t>(b));
     if (std::isnan(f) || std::isinf(f)) continue;
-    if (f == 0 && std::signbit(f) != std::signbit(v)) continue;
+    const bool has_neg_zero = dt != DataType::kFloat8E4M3FNUZ && dt != DataType::kFloat8E5M2FNUZ;
+    if (f == 0 && has_neg_zero && std::signbit(f) != std::signbit(v)) continue;
     if (f != 0 && (f < 0) != (v < 0)) continue;
     double err = std::fabs(f - v);
     if (best < 0 || err < best_err || (err == best_err && (b & 1) == 0)) {

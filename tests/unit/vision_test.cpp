@@ -208,6 +208,12 @@ TEST(VisionRoiAlign, RejectsBadBatchIndexAndMode) {
   EXPECT_FALSE(run_kernel(Op::RoiAlign, {&x, &rois, &b0}, a).status.is_ok());
   Tensor huge = make_tensor<float>({1, 4}, {0, 0, 1e30f, 1e30f});
   EXPECT_FALSE(run_kernel(Op::RoiAlign, {&x, &huge, &b0}, Attributes()).status.is_ok());
+  Tensor nan_roi = make_tensor<float>({1, 4}, {std::nanf(""), 0, 1, 1});
+  EXPECT_FALSE(run_kernel(Op::RoiAlign, {&x, &nan_roi, &b0}, Attributes()).status.is_ok());
+  Attributes fixed;
+  fixed.set("sampling_ratio", int64_t{2});
+  KernelRun r = run_kernel(Op::RoiAlign, {&x, &nan_roi, &b0}, fixed);  // fixed grid: NaN taps read nothing
+  EXPECT_TRUE(r.status.is_ok()) << r.status.message();
 }
 
 TEST(VisionMaxRoiPool, MatchesWindowMax) {

@@ -7,6 +7,7 @@
 #include <iomanip>
 #include <iostream>
 
+#include "backends/cpu/reference/kernel.h"
 #include "ir/printer.h"
 #include "onnx/importer.h"
 #include "onnx/tensor_io.h"
@@ -63,6 +64,24 @@ int cmd_inspect(const std::string& model_path) {
   print_graph_summary(*model->graph, std::cout);
   std::cout << "Nodes:\n";
   print_nodes(*model->graph, std::cout);
+  return 0;
+}
+
+// Prints the op table as JSON lines (one op per line), for docs/operators.md generation.
+int cmd_ops() {
+  const KernelRegistry& ref = reference_kernels();
+  for (int i = 0; i < kNumOps; ++i) {
+    const OpInfo& info = op_info(static_cast<Op>(i));
+    std::cout << "{\"op\": \"" << info.name << "\", \"min_inputs\": " << info.min_inputs
+              << ", \"max_inputs\": " << info.max_inputs << ", \"min_outputs\": " << info.min_outputs
+              << ", \"max_outputs\": " << info.max_outputs << ", \"attributes\": \"" << info.attr_spec
+              << "\", \"elementwise\": " << (op_has_flag(info.op, kElementwise) ? "true" : "false")
+              << ", \"strings\": " << (op_has_flag(info.op, kStrings) ? "true" : "false")
+              << ", \"backends\": [" << (ref.find(info.op) ? "\"cpu-reference\"" : "") << "]}\n";
+  }
+  for (const auto& [onnx_name, kiln_op] : onnx_op_aliases()) {
+    std::cout << "{\"alias\": \"" << onnx_name << "\", \"op\": \"" << kiln_op << "\"}\n";
+  }
   return 0;
 }
 
@@ -136,6 +155,8 @@ int main(int argc, char** argv) {
   auto* inspect = app.add_subcommand("inspect", "Print a model's inputs, outputs, op histogram and nodes");
   inspect->add_option("model", inspect_model, "ONNX model file")->required();
 
+  auto* ops = app.add_subcommand("ops", "Print kiln's op table (JSON lines): arity, attributes, backends");
+
   RunOptions run_opts;
   auto* run = app.add_subcommand("run", "Run a model once and print (and save) its outputs");
   run->add_option("model", run_opts.model, "ONNX model file")->required();
@@ -151,5 +172,6 @@ int main(int argc, char** argv) {
   }
   if (*inspect) return cmd_inspect(inspect_model);
   if (*run) return cmd_run(run_opts);
+  if (*ops) return cmd_ops();
   return 1;
 }

@@ -207,7 +207,7 @@ Status roi_align_kernel(KernelContext& ctx) {
             for (int64_t ix = 0; ix < gw; ++ix) {
               double xx = x0 + static_cast<double>(pw) * bin_w + (static_cast<double>(ix) + 0.5) * bin_w / static_cast<double>(gw);
               Tap t{{0, 0, 0, 0}, {0, 0, 0, 0}};
-              if (!(yy < -1.0 || yy > static_cast<double>(h) || xx < -1.0 || xx > static_cast<double>(w))) {
+              if (yy >= -1.0 && yy <= static_cast<double>(h) && xx >= -1.0 && xx <= static_cast<double>(w)) {  // NaN: no tap
                 double yv = std::max(yy, 0.0), xv = std::max(xx, 0.0);
                 int64_t ylo = static_cast<int64_t>(yv), xlo = static_cast<int64_t>(xv), yhi, xhi;
                 if (ylo >= h - 1) {
