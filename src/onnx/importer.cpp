@@ -367,6 +367,14 @@ Status GraphImporter::normalize(Node* n, Graph& g) {
     n->attrs.set("mode", mode == "bilinear" ? std::string("linear") : mode);
     n->attrs.set("coordinate_transformation_mode", std::string("asymmetric"));
     if (mode == "nearest") n->attrs.set("nearest_mode", std::string("floor"));
+  } else if (t == "Scan" && opset < 9) {
+    // Scan-8: batched, with sequence_lens as input 0 and one `directions` attribute.
+    n->attrs.set("kiln_scan8_batched", int64_t{1});
+    if (!n->input(0)) n->set_input(0, g.add_constant(g.unique_name(n->name() + "_no_lens"), Tensor(DataType::kInt64, {0})));
+    if (n->attrs.has("directions")) {
+      n->attrs.set("scan_input_directions", n->attrs.get_ints("directions"));
+      n->attrs.erase("directions");
+    }
   } else if (t == "Dropout") {
     n->attrs.erase("ratio");
     n->attrs.erase("is_test");

@@ -191,12 +191,54 @@ Status scan_kernel(KernelContext& ctx) {
   return Status::ok();
 }
 
+// Scan-8: input 0 is sequence_lens (optional) and every state and scan input has a
+// leading batch dimension; each batch entry is an independent Scan-9 over axis 0.
+Status scan8_kernel(KernelContext& ctx) {
+  if (ctx.attr().get_int("kiln_scan8_batched", 0) == 0) return scan_kernel(ctx);
+  KILN_ENSURE(ctx.num_inputs() >= 2, "Scan-8 needs sequence_lens and at least one more input");
+  const size_t n_in = ctx.num_inputs() - 1;
+  int64_t batch = -1;
+  for (size_t i = 1; i <= n_in; ++i) {
+    const Tensor* t = ctx.input(i);
+    KILN_ENSURE(t && t->rank() >= 1, "input ", i, " must have a batch dimension");
+    KILN_ENSURE(batch < 0 || t->dims()[0] == batch, "inputs disagree on the batch size");
+    batch = t->dims()[0];
+  }
+  Attributes attrs = ctx.attr();
+  attrs.erase("kiln_scan8_batched");
+  std::vector<std::vector<Tensor>> per_output(ctx.outputs.size());
+  for (int64_t b = 0; b < batch; ++b) {
+    std::vector<Tensor> slices;
+    for (size_t i = 1; i <= n_in; ++i) slices.push_back(take_slice(*ctx.input(i), 0, b));
+    if (const Tensor* lens = ctx.input(0); lens && lens->size() > 0) {
+      KILN_ENSURE(lens->size() == batch, "sequence_lens has ", lens->size(), " entries for batch ", batch);
+      const Tensor& first_scan = slices.back();
+      KILN_ENSURE(lens->get_int(b) == first_scan.dims()[0], "Scan-8 with sequence_lens shorter than the sequence is not supported");
+    }
+    KernelContext sub;
+    sub.op = ctx.op;
+    sub.attrs = &attrs;
+    for (const Tensor& t : slices) sub.inputs.push_back(&t);
+    sub.outputs.resize(ctx.outputs.size());
+    sub.output_wanted = ctx.output_wanted;
+    sub.run_subgraph = ctx.run_subgraph;
+    KILN_RETURN_IF_ERROR(scan_kernel(sub));
+    for (size_t k = 0; k < sub.outputs.size(); ++k) per_output[k].push_back(std::move(sub.outputs[k]));
+  }
+  KILN_ENSURE(batch > 0, "Scan-8 over an empty batch has no output shapes");
+  for (size_t k = 0; k < per_output.size(); ++k) {
+    KILN_ASSIGN_OR_RETURN(Tensor t, stack(per_output[k], 0, cat("output ", k)));
+    ctx.set_output(k, std::move(t));
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 void register_control_flow_kernels(KernelRegistry& r) {
   r.add(Op::If, if_kernel);
   r.add(Op::Loop, loop_kernel);
-  r.add(Op::Scan, scan_kernel);
+  r.add(Op::Scan, scan8_kernel);
 }
 
 }  // namespace kiln
