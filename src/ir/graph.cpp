@@ -131,6 +131,19 @@ void Graph::replace_all_uses_with(Value* from, Value* to) {
   for (Value*& o : outputs_) if (o == from) o = to;
 }
 
+void Graph::rename_value(Value* v, const std::string& name) {
+  assert(!by_name_.count(name));
+  auto it = by_name_.find(v->name_);
+  if (it != by_name_.end() && it->second == v) by_name_.erase(it);
+  v->name_ = name;
+  by_name_[name] = v;
+}
+
+bool Graph::is_graph_output(const Value* v) const {
+  for (const Value* o : outputs_) if (o == v) return true;
+  return false;
+}
+
 void Graph::remove_node(Node* n) {
   for (size_t i = 0; i < n->inputs_.size(); ++i) n->set_input(i, nullptr);
   for (Value* o : n->outputs_) {

@@ -126,6 +126,9 @@ class Graph {
 
   // Re-points every use of `from` (and graph outputs) to `to`.
   void replace_all_uses_with(Value* from, Value* to);
+  // Renames a value; the new name must be free in this graph.
+  void rename_value(Value* v, const std::string& name);
+  bool is_graph_output(const Value* v) const;
   // Removes a node that has no used outputs.
   void remove_node(Node* n);
   // Orders nodes so every input is defined before use; fails on a cycle.

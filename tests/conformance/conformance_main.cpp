@@ -2,7 +2,10 @@
 // the importer and the reference backend. Each case runs in a forked child so a crash
 // is reported as a failure of that case instead of ending the run.
 //
-//   kiln_conformance [--baseline FILE] [--filter SUBSTR] [--verbose] LABEL=DIR ...
+//   kiln_conformance [--baseline FILE] [--filter SUBSTR] [--verbose] [--optimize] LABEL=DIR ...
+//
+// --optimize runs every model through the graph optimizer first: the optimized graph
+// must compute the same outputs, so the pass counts must not drop.
 //
 // Prints "N passed, N failed, N skipped" per folder and the failures grouped by op.
 // Exits non-zero when a folder passes fewer cases than its baseline.
@@ -21,6 +24,7 @@
 
 #include "onnx/importer.h"
 #include "onnx/tensor_io.h"
+#include "passes/pass.h"
 #include "runtime/interpreter.h"
 
 namespace fs = std::filesystem;
@@ -127,6 +131,8 @@ std::string group_of(const std::string& message, const std::set<std::string>& op
   return g.size() > 60 ? g.substr(0, 57) + "..." : g;
 }
 
+bool g_optimize = false;  // --optimize: run each model through the optimizer first
+
 CaseResult run_case(const fs::path& dir) {
   fs::path model_path = dir / "model.onnx";
   if (!fs::exists(model_path)) return {Outcome::kSkip, "-", "no model.onnx"};
@@ -145,8 +151,12 @@ CaseResult run_case(const fs::path& dir) {
     if (p != std::string::npos) group = msg.substr(p + 5, msg.find(' ', p + 5) - p - 5);
     return {Outcome::kFail, group, msg};
   }
+  for (Node* n : model->graph->nodes()) ops.insert(n->onnx_op_type);
+  if (g_optimize) {
+    auto reports = optimize_graph(*model->graph);
+    if (!reports) return {Outcome::kFail, "optimizer", reports.status().message()};
+  }
   const Graph& g = *model->graph;
-  for (Node* n : g.nodes()) ops.insert(n->onnx_op_type);
   auto sets = sorted_files(dir, "test_data_set_");
   if (sets.empty()) return {Outcome::kSkip, group_of("", ops), "no test data"};
   for (const auto& set : sets) {
@@ -226,6 +236,7 @@ int main(int argc, char** argv) {
     if (a == "--baseline" && i + 1 < argc) baseline_path = argv[++i];
     else if (a == "--filter" && i + 1 < argc) filter = argv[++i];
     else if (a == "--verbose") verbose = true;
+    else if (a == "--optimize") g_optimize = true;
     else if (a.find('=') != std::string::npos) suites.emplace_back(a.substr(0, a.find('=')), a.substr(a.find('=') + 1));
     else {
       std::cerr << "usage: kiln_conformance [--baseline FILE] [--filter SUBSTR] [--verbose] LABEL=DIR ...\n";

@@ -11,6 +11,7 @@
 #include "ir/printer.h"
 #include "onnx/importer.h"
 #include "onnx/tensor_io.h"
+#include "passes/pass.h"
 #include "runtime/inputs.h"
 #include "runtime/interpreter.h"
 
@@ -52,7 +53,7 @@ void print_summary(const std::string& name, const Tensor& t) {
   std::cout << "\n";
 }
 
-int cmd_inspect(const std::string& model_path) {
+int cmd_inspect(const std::string& model_path, bool optimized) {
   auto t0 = std::chrono::steady_clock::now();
   auto model = import_onnx_file(model_path);
   if (!model) return fail(model.status());
@@ -61,6 +62,20 @@ int cmd_inspect(const std::string& model_path) {
   std::cout << "IR version " << model->ir_version << ", opset " << model->opset;
   if (!model->producer.empty()) std::cout << ", producer " << model->producer;
   std::cout << ", imported in " << std::fixed << std::setprecision(1) << ms << " ms\n" << std::defaultfloat;
+  if (optimized) {
+    size_t before = model->graph->num_nodes();
+    auto t1 = std::chrono::steady_clock::now();
+    auto reports = optimize_graph(*model->graph);
+    if (!reports) return fail(reports.status());
+    double opt_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t1).count();
+    std::cout << "Optimizer: " << before << " -> " << model->graph->num_nodes() << " nodes in " << std::fixed
+              << std::setprecision(1) << opt_ms << " ms\n" << std::defaultfloat;
+    for (const PassReport& r : *reports) {
+      std::cout << "  " << r.pass << ": " << r.rewrites << " rewrite(s), " << r.nodes_before << " -> " << r.nodes_after
+                << " nodes\n";
+      for (const std::string& note : r.notes) std::cout << "    " << note << "\n";
+    }
+  }
   print_graph_summary(*model->graph, std::cout);
   std::cout << "Nodes:\n";
   print_nodes(*model->graph, std::cout);
@@ -91,12 +106,17 @@ struct RunOptions {
   std::string output_dir;
   std::string shapes;
   uint64_t seed = 0;
+  bool optimize = false;
 };
 
 int cmd_run(const RunOptions& o) {
   auto t0 = std::chrono::steady_clock::now();
   auto model = import_onnx_file(o.model);
   if (!model) return fail(model.status());
+  if (o.optimize) {
+    auto reports = optimize_graph(*model->graph);
+    if (!reports) return fail(reports.status());
+  }
   const Graph& g = *model->graph;
   double import_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 
@@ -152,8 +172,10 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
 
   std::string inspect_model;
+  bool inspect_optimized = false;
   auto* inspect = app.add_subcommand("inspect", "Print a model's inputs, outputs, op histogram and nodes");
   inspect->add_option("model", inspect_model, "ONNX model file")->required();
+  inspect->add_flag("--optimized", inspect_optimized, "Optimize the graph first and print what each pass did");
 
   auto* ops = app.add_subcommand("ops", "Print kiln's op table (JSON lines): arity, attributes, backends");
 
@@ -164,13 +186,14 @@ int main(int argc, char** argv) {
   run->add_option("--output-dir,-o", run_opts.output_dir, "Write each output to DIR/<name>.npy");
   run->add_option("--shapes", run_opts.shapes, "Shapes for random inputs: NAME:1x3x224x224,...");
   run->add_option("--seed", run_opts.seed, "Seed for random inputs (default 0)");
+  run->add_flag("--optimize", run_opts.optimize, "Run the optimized graph instead of the imported one");
 
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 1;
   }
-  if (*inspect) return cmd_inspect(inspect_model);
+  if (*inspect) return cmd_inspect(inspect_model, inspect_optimized);
   if (*run) return cmd_run(run_opts);
   if (*ops) return cmd_ops();
   return 1;

@@ -1,0 +1,60 @@
+// Graph optimization passes: small, single-purpose rewrites over the IR, each in its
+// own file, listed in order in pipeline.cpp (DESIGN principle 5).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "ir/graph.h"
+
+namespace kiln {
+
+// What one pass did, for `kiln inspect --optimized`.
+struct PassReport {
+  std::string pass;
+  int rewrites = 0;
+  size_t nodes_before = 0;
+  size_t nodes_after = 0;
+  std::vector<std::string> notes;  // where each rewrite fired ("folded node 'x' (Shape)")
+};
+
+// Passed to every pass: where to record what it did.
+class PassContext {
+ public:
+  explicit PassContext(PassReport& report) : report_(report) {}
+  void rewrote(const std::string& note) {
+    ++report_.rewrites;
+    if (report_.notes.size() < 200) report_.notes.push_back(note);
+  }
+
+ private:
+  PassReport& report_;
+};
+
+using PassFn = Status (*)(Graph& g, PassContext& ctx);
+
+struct PassInfo {
+  const char* name;
+  int level;  // 1: basic (semantics-preserving cleanups), 2: extended (fusions)
+  PassFn run;
+};
+
+// The passes, one per file.
+Status eliminate_dead_code(Graph& g, PassContext& ctx);
+Status fold_constants(Graph& g, PassContext& ctx);
+Status remove_noops(Graph& g, PassContext& ctx);
+Status eliminate_common_subexpressions(Graph& g, PassContext& ctx);
+
+// The ordered pipeline (pipeline.cpp).
+const std::vector<PassInfo>& optimization_pipeline();
+
+struct OptimizeOptions {
+  int level = 2;           // run passes with level <= this; 0 disables the optimizer
+  bool verify = true;      // run the verifier after every pass
+};
+
+// Runs the pipeline on g in place (to a fixed point, at most a few rounds) and
+// returns one report per pass run.
+Result<std::vector<PassReport>> optimize_graph(Graph& g, const OptimizeOptions& options = {});
+
+}  // namespace kiln
