@@ -8,78 +8,12 @@
 
 #include "backends/cpu/reference/kernel.h"
 #include "core/tensor.h"
+#include "kernel_test_util.h"
 
 namespace kiln {
 namespace {
 
-struct RunResult {
-  Status status;
-  std::vector<Tensor> outputs;
-};
-
-RunResult run(Op op, const std::vector<const Tensor*>& inputs, const Attributes& attrs = {}) {
-  KernelContext ctx;
-  ctx.op = op;
-  ctx.attrs = &attrs;
-  ctx.inputs = inputs;
-  ctx.outputs.resize(1);
-  ctx.output_wanted.assign(1, true);
-  KernelFn fn = reference_kernels().find(op);
-  if (!fn) return {unsupported("no kernel"), {}};
-  Status s = fn(ctx);
-  return {s, std::move(ctx.outputs)};
-}
-
-Tensor run_ok(Op op, const std::vector<const Tensor*>& inputs, const Attributes& attrs = {}) {
-  RunResult r = run(op, inputs, attrs);
-  EXPECT_TRUE(r.status.is_ok()) << r.status.message();
-  return r.outputs.empty() ? Tensor() : r.outputs[0];
-}
-
-void expect_error(Op op, const std::vector<const Tensor*>& inputs, const Attributes& attrs = {}) {
-  RunResult r = run(op, inputs, attrs);
-  EXPECT_FALSE(r.status.is_ok()) << op_name(op) << " accepted bad input";
-  EXPECT_FALSE(r.status.message().empty());
-}
-
-std::mt19937& rng() {
-  static std::mt19937 g(std::random_device{}());
-  return g;
-}
-
-// Random non-zero values: floats in +-[0.25, 2], ints in +-[1, 9] (unsigned: [1, 9]).
-template <typename T>
-Tensor random_tensor(Dims dims) {
-  Tensor t(dtype_of<T>::value, dims);
-  std::uniform_real_distribution<double> mag(0.25, 2.0);
-  std::uniform_int_distribution<int> imag(1, 9), sign(0, 1);
-  for (int64_t i = 0; i < t.size(); ++i) {
-    const bool neg = sign(rng()) == 1;
-    if constexpr (is_float_v<T>) {
-      double v = mag(rng()) * (neg ? -1 : 1);
-      t.data<T>()[i] = from_compute<T>(static_cast<compute_t<T>>(v));
-    } else {
-      int v = imag(rng());
-      t.data<T>()[i] = static_cast<T>(std::is_signed_v<T> && neg ? -v : v);
-    }
-  }
-  return t;
-}
-
-template <typename T>
-double at(const Tensor& t, int64_t i) {
-  if constexpr (is_half_like_v<T>) return static_cast<float>(t.data<T>()[i]);
-  else return static_cast<double>(t.data<T>()[i]);
-}
-
-template <typename T>
-void expect_close(const Tensor& got, const std::vector<double>& want, double rtol) {
-  ASSERT_EQ(got.size(), static_cast<int64_t>(want.size()));
-  for (int64_t i = 0; i < got.size(); ++i) {
-    const double w = want[static_cast<size_t>(i)];
-    EXPECT_NEAR(at<T>(got, i), w, rtol * std::fabs(w) + 1e-6) << "element " << i;
-  }
-}
+using namespace kiln::testing;
 
 // Double-precision batched matmul on already-broadcast operands [B,M,K] x [B,K,N].
 std::vector<double> ref_matmul(const std::vector<double>& a, const std::vector<double>& b, int64_t B, int64_t M,
@@ -93,13 +27,6 @@ std::vector<double> ref_matmul(const std::vector<double>& a, const std::vector<d
         o[static_cast<size_t>(z * M * N + m * N + n)] = s;
       }
   return o;
-}
-
-template <typename T>
-std::vector<double> values(const Tensor& t) {
-  std::vector<double> v;
-  for (int64_t i = 0; i < t.size(); ++i) v.push_back(at<T>(t, i));
-  return v;
 }
 
 // ---- MatMul ----

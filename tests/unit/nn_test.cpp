@@ -7,62 +7,17 @@
 #include <random>
 
 #include "backends/cpu/reference/kernel.h"
+#include "kernel_test_util.h"
 
 namespace kiln {
 namespace {
 
-struct KernelRun {
-  Status status;
-  std::vector<Tensor> outputs;
-};
+using namespace kiln::testing;
 
-KernelRun run_kernel(Op op, const std::vector<const Tensor*>& inputs, const Attributes& attrs, size_t num_outputs = 1) {
-  KernelFn fn = reference_kernels().find(op);
-  EXPECT_NE(fn, nullptr) << op_name(op);
-  KernelContext ctx;
-  ctx.op = op;
-  ctx.attrs = &attrs;
-  ctx.inputs = inputs;
-  ctx.outputs.resize(num_outputs);
-  ctx.output_wanted.assign(num_outputs, true);
-  KernelRun r;
-  r.status = fn(ctx);
-  r.outputs = std::move(ctx.outputs);
-  return r;
-}
-
-std::vector<double> random_values(size_t n, uint32_t seed, double lo = -2.0, double hi = 2.0) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<double> d(lo, hi);
-  std::vector<double> v(n);
-  for (double& x : v) {
-    x = d(gen);
-    if (std::fabs(x) < 0.05) x = 0.3;  // keep inputs non-zero
-  }
-  return v;
-}
-
-// A tensor of dtype dt holding `v`; `v` is replaced by the values actually stored (rounded
-// to the dtype), so references computed from it see exactly what the kernel sees.
-Tensor make(DataType dt, const Dims& dims, std::vector<double>& v) {
-  Tensor t = cast_tensor(make_tensor<double>(dims, v), dt);
-  for (size_t i = 0; i < v.size(); ++i) v[i] = t.get_double(static_cast<int64_t>(i));
-  return t;
-}
-
-void expect_close(const Tensor& t, const std::vector<double>& want, double tol, const std::string& what) {
-  ASSERT_EQ(t.size(), static_cast<int64_t>(want.size())) << what;
-  for (size_t i = 0; i < want.size(); ++i) {
-    const double got = t.get_double(static_cast<int64_t>(i));
-    ASSERT_NEAR(got, want[i], tol * (1 + std::fabs(want[i]))) << what << " element " << i;
-  }
-}
-
-double tol_for(DataType dt) {
+// Tighter than the shared tol_for for the 16-bit types.
+double nn_tol_for(DataType dt) {
   return dt == DataType::kBFloat16 ? 2e-2 : dt == DataType::kFloat16 ? 4e-3 : 1e-5;
 }
-
-const DataType kFloatTypes[] = {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16, DataType::kBFloat16};
 
 TEST(NnConv, Grouped2dMatchesNaiveLoop) {
   // X [2,4,7,6], W [6,2,3,2], group 2, strides (2,1), dilations (1,2), pads (1,0,2,1).
@@ -77,7 +32,7 @@ TEST(NnConv, Grouped2dMatchesNaiveLoop) {
     a.set("strides", std::vector<int64_t>{sh, sw});
     a.set("dilations", std::vector<int64_t>{dh, dw});
     a.set("pads", std::vector<int64_t>{pt, pl, pb, pr});
-    KernelRun r = run_kernel(Op::Conv, {&x, &w, &b}, a);
+    RunResult r = run_kernel(Op::Conv, {&x, &w, &b}, a);
     ASSERT_TRUE(r.status.is_ok()) << r.status.message();
     EXPECT_EQ(r.outputs[0].dims(), (Dims{N, M, OH, OW}));
     EXPECT_EQ(r.outputs[0].dtype(), dt);
@@ -97,7 +52,7 @@ TEST(NnConv, Grouped2dMatchesNaiveLoop) {
                 }
             want.push_back(acc);
           }
-    expect_close(r.outputs[0], want, tol_for(dt) * 4, dtype_name(dt));
+    expect_tensor_near(r.outputs[0], want, nn_tol_for(dt) * 4, dtype_name(dt));
   }
 }
 
@@ -115,7 +70,7 @@ TEST(NnConv, TransposeGroupedMatchesNaiveScatter) {
     a.set("strides", std::vector<int64_t>{sh, sw});
     a.set("pads", std::vector<int64_t>{pt, pl, pb, pr});
     a.set("output_padding", std::vector<int64_t>{oph, opw});
-    KernelRun r = run_kernel(Op::ConvTranspose, {&x, &w}, a);
+    RunResult r = run_kernel(Op::ConvTranspose, {&x, &w}, a);
     ASSERT_TRUE(r.status.is_ok()) << r.status.message();
     ASSERT_EQ(r.outputs[0].dims(), (Dims{1, G * Mg, OH, OW}));
     std::vector<double> want(static_cast<size_t>(G * Mg * OH * OW), 0.0);
@@ -130,7 +85,7 @@ TEST(NnConv, TransposeGroupedMatchesNaiveScatter) {
                 const int64_t oc = (c / (C / G)) * Mg + m;
                 want[(oc * OH + oh) * OW + ow] += xv[(c * H + ih) * W + iw] * wv[((c * Mg + m) * KH + kh) * KW + kw];
               }
-    expect_close(r.outputs[0], want, tol_for(dt) * 4, dtype_name(dt));
+    expect_tensor_near(r.outputs[0], want, nn_tol_for(dt) * 4, dtype_name(dt));
   }
 }
 
@@ -138,7 +93,7 @@ TEST(NnConv, RejectsBadShapes) {
   Tensor x(DataType::kFloat32, {1, 3, 5, 5});
   Tensor w(DataType::kFloat32, {2, 2, 3, 3});  // expects 3 input channels per group
   Attributes a;
-  KernelRun r = run_kernel(Op::Conv, {&x, &w}, a);
+  RunResult r = run_kernel(Op::Conv, {&x, &w}, a);
   EXPECT_FALSE(r.status.is_ok());
   EXPECT_NE(r.status.message().find("C/group"), std::string::npos) << r.status.message();
 
@@ -172,7 +127,7 @@ TEST(NnPool, MaxPoolIndicesCeilModeAndStorageOrder) {
     a.set("strides", std::vector<int64_t>{S, S});
     a.set("ceil_mode", int64_t{1});
     a.set("storage_order", order);
-    KernelRun r = run_kernel(Op::MaxPool, {&x}, a, 2);
+    RunResult r = run_kernel(Op::MaxPool, {&x}, a, 2);
     ASSERT_TRUE(r.status.is_ok()) << r.status.message();
     ASSERT_EQ(r.outputs[0].dims(), (Dims{1, C, OH, OW}));
     ASSERT_EQ(r.outputs[1].dtype(), DataType::kInt64);
@@ -196,7 +151,7 @@ TEST(NnPool, MaxPoolInt8AndAveragePoolCountIncludePad) {
   Tensor x = make_tensor<int8_t>({1, 1, 2, 3}, {-5, 7, -128, 3, 127, -1});
   Attributes a;
   a.set("kernel_shape", std::vector<int64_t>{2, 2});
-  KernelRun r = run_kernel(Op::MaxPool, {&x}, a);
+  RunResult r = run_kernel(Op::MaxPool, {&x}, a);
   ASSERT_TRUE(r.status.is_ok()) << r.status.message();
   ASSERT_EQ(r.outputs[0].dtype(), DataType::kInt8);
   EXPECT_EQ(r.outputs[0].data<int8_t>()[0], 127);
@@ -211,10 +166,10 @@ TEST(NnPool, MaxPoolInt8AndAveragePoolCountIncludePad) {
       p.set("kernel_shape", std::vector<int64_t>{3, 3});
       p.set("pads", std::vector<int64_t>{1, 1, 1, 1});
       p.set("count_include_pad", include);
-      KernelRun ra = run_kernel(Op::AveragePool, {&xf}, p);
+      RunResult ra = run_kernel(Op::AveragePool, {&xf}, p);
       ASSERT_TRUE(ra.status.is_ok()) << ra.status.message();
       const double corner = (v[0] + v[1] + v[3] + v[4]) / (include ? 9.0 : 4.0);
-      EXPECT_NEAR(ra.outputs[0].get_double(0), corner, tol_for(dt) * 4) << dtype_name(dt);
+      EXPECT_NEAR(ra.outputs[0].get_double(0), corner, nn_tol_for(dt) * 4) << dtype_name(dt);
     }
   }
 }
@@ -244,7 +199,7 @@ TEST(NnNorm, LayerNormHalfTypesWithStatistics) {
     Tensor x = make(dt, {R, D}, xv), s = make(dt, {D}, sv), b = make(dt, {D}, bv);
     Attributes a;
     a.set("epsilon", 1e-3f);
-    KernelRun r = run_kernel(Op::LayerNormalization, {&x, &s, &b}, a, 3);
+    RunResult r = run_kernel(Op::LayerNormalization, {&x, &s, &b}, a, 3);
     ASSERT_TRUE(r.status.is_ok()) << r.status.message();
     EXPECT_EQ(r.outputs[0].dtype(), dt);
     EXPECT_EQ(r.outputs[1].dims(), (Dims{R, 1}));
@@ -259,9 +214,9 @@ TEST(NnNorm, LayerNormHalfTypesWithStatistics) {
       means.push_back(mean);
       invs.push_back(inv);
     }
-    expect_close(r.outputs[0], want, tol_for(dt) * 4, dtype_name(dt));
-    expect_close(r.outputs[1], means, 1e-5, "mean");
-    expect_close(r.outputs[2], invs, 1e-5, "inv_std_dev");
+    expect_tensor_near(r.outputs[0], want, nn_tol_for(dt) * 4, dtype_name(dt));
+    expect_tensor_near(r.outputs[1], means, 1e-5, "mean");
+    expect_tensor_near(r.outputs[2], invs, 1e-5, "inv_std_dev");
   }
   Tensor x(DataType::kFloat32, {2, 3}), s(DataType::kFloat32, {4});
   Attributes a;
@@ -282,7 +237,7 @@ TEST(NnNorm, GroupNormPerGroupAndPerChannelScale) {
            b = make(DataType::kFloat32, {n}, bv);
     Attributes a;
     a.set("num_groups", G);
-    KernelRun r = run_kernel(Op::GroupNormalization, {&x, &s, &b}, a);
+    RunResult r = run_kernel(Op::GroupNormalization, {&x, &s, &b}, a);
     ASSERT_TRUE(r.status.is_ok()) << r.status.message();
     std::vector<double> want;
     const int64_t block = C / G * S;
@@ -296,7 +251,7 @@ TEST(NnNorm, GroupNormPerGroupAndPerChannelScale) {
         want.push_back((xv[i * block + j] - mean) / std::sqrt(var + 1e-5) * sv[p] + bv[p]);
       }
     }
-    expect_close(r.outputs[0], want, 1e-5, per_channel ? "per channel" : "per group");
+    expect_tensor_near(r.outputs[0], want, 1e-5, per_channel ? "per channel" : "per group");
   }
   Tensor x(DataType::kFloat32, {1, 4, 2}), s(DataType::kFloat32, {4});
   Attributes a;
@@ -313,7 +268,7 @@ TEST(NnNorm, BatchNormTrainingModeRunningStats) {
   Attributes a;
   a.set("training_mode", int64_t{1});
   a.set("momentum", 0.8f);
-  KernelRun r = run_kernel(Op::BatchNormalization, {&x, &s, &b, &m, &v}, a, 3);
+  RunResult r = run_kernel(Op::BatchNormalization, {&x, &s, &b, &m, &v}, a, 3);
   ASSERT_TRUE(r.status.is_ok()) << r.status.message();
   for (int64_t c = 0; c < C; ++c) {
     double mean = 0, var = 0;
@@ -338,7 +293,7 @@ TEST(NnResize, BilinearHalfPixelMatchesFormula) {
     Tensor sizes = make_int64_vector({1, 1, OH, OW});
     Attributes a;
     a.set("mode", std::string("linear"));
-    KernelRun r = run_kernel(Op::Resize, {&x, nullptr, nullptr, &sizes}, a);
+    RunResult r = run_kernel(Op::Resize, {&x, nullptr, nullptr, &sizes}, a);
     ASSERT_TRUE(r.status.is_ok()) << r.status.message();
     ASSERT_EQ(r.outputs[0].dims(), (Dims{1, 1, OH, OW}));
     std::vector<double> want;
@@ -359,7 +314,7 @@ TEST(NnResize, BilinearHalfPixelMatchesFormula) {
         const double bot = xv[h1 * W + w0] * (1 - fw) + xv[h1 * W + w1] * fw;
         want.push_back(top * (1 - fh) + bot * fh);
       }
-    expect_close(r.outputs[0], want, tol_for(dt) * 2, dtype_name(dt));
+    expect_tensor_near(r.outputs[0], want, nn_tol_for(dt) * 2, dtype_name(dt));
   }
 }
 
@@ -370,7 +325,7 @@ TEST(NnResize, NearestIntegerTypesAndAxes) {
   a.set("axes", std::vector<int64_t>{-1});
   a.set("coordinate_transformation_mode", std::string("asymmetric"));
   a.set("nearest_mode", std::string("floor"));
-  KernelRun r = run_kernel(Op::Resize, {&x, nullptr, &scales}, a);
+  RunResult r = run_kernel(Op::Resize, {&x, nullptr, &scales}, a);
   ASSERT_TRUE(r.status.is_ok()) << r.status.message();
   ASSERT_EQ(r.outputs[0].dims(), (Dims{2, 4}));
   const std::vector<uint8_t> want = {1, 1, 2, 2, 250, 250, 4, 4};
@@ -420,7 +375,7 @@ TEST(NnPad, ModesOnEveryFloatType) {
       Tensor cv = cast_tensor(make_tensor<float>({}, {1.5f}), dt);
       Attributes a;
       a.set("mode", mode);
-      KernelRun r = run_kernel(Op::Pad, {&x, &p, &cv}, a);
+      RunResult r = run_kernel(Op::Pad, {&x, &p, &cv}, a);
       ASSERT_TRUE(r.status.is_ok()) << mode << ": " << r.status.message();
       const int64_t OH = H + 3, OW = W + 6;
       ASSERT_EQ(r.outputs[0].dims(), (Dims{OH, OW}));
@@ -430,7 +385,7 @@ TEST(NnPad, ModesOnEveryFloatType) {
           const int64_t h = pad_source(oh, 2, H, mode), w = pad_source(ow, 1, W, mode);
           want.push_back(h < 0 || w < 0 ? 1.5 : xv[h * W + w]);
         }
-      expect_close(r.outputs[0], want, 0, mode + " " + dtype_name(dt));
+      expect_tensor_near(r.outputs[0], want, 0, mode + " " + dtype_name(dt));
     }
   }
 }
@@ -440,7 +395,7 @@ TEST(NnPad, NegativePadsAxesAndBool) {
   Tensor p = make_int64_vector({-1, 2});  // axis 1: crop one at the start, pad two at the end
   Tensor axes = make_int64_vector({-1});
   Tensor cv = make_tensor<int32_t>({}, {9});
-  KernelRun r = run_kernel(Op::Pad, {&x, &p, &cv, &axes}, Attributes());
+  RunResult r = run_kernel(Op::Pad, {&x, &p, &cv, &axes}, Attributes());
   ASSERT_TRUE(r.status.is_ok()) << r.status.message();
   ASSERT_EQ(r.outputs[0].dims(), (Dims{2, 5}));
   const std::vector<int32_t> want = {2, 3, 4, 9, 9, 6, 7, 8, 9, 9};
@@ -450,7 +405,7 @@ TEST(NnPad, NegativePadsAxesAndBool) {
   Tensor pb = make_int64_vector({1, 1});
   Attributes edge;
   edge.set("mode", std::string("edge"));
-  KernelRun rb = run_kernel(Op::Pad, {&b, &pb}, edge);
+  RunResult rb = run_kernel(Op::Pad, {&b, &pb}, edge);
   ASSERT_TRUE(rb.status.is_ok()) << rb.status.message();
   const std::vector<bool> wb = {true, true, false, false};
   for (size_t i = 0; i < wb.size(); ++i) EXPECT_EQ(rb.outputs[0].data<bool>()[i], wb[i]);

@@ -12,45 +12,13 @@
 
 #include "backends/cpu/reference/kernel.h"
 #include "core/tensor.h"
+#include "kernel_test_util.h"
 #include "onnx/tensor_io.h"
 
 namespace kiln {
 namespace {
 
-struct RunResult {
-  Status status;
-  std::vector<Tensor> outputs;
-};
-
-RunResult run(Op op, const std::vector<const Tensor*>& inputs, const Attributes& attrs = {}, size_t n_out = 1) {
-  KernelContext ctx;
-  ctx.op = op;
-  ctx.attrs = &attrs;
-  ctx.inputs = inputs;
-  ctx.outputs.resize(n_out);
-  ctx.output_wanted.assign(n_out, true);
-  KernelFn fn = reference_kernels().find(op);
-  if (!fn) return {unsupported("no kernel"), {}};
-  Status s = fn(ctx);
-  return {s, std::move(ctx.outputs)};
-}
-
-Tensor run_ok(Op op, const std::vector<const Tensor*>& inputs, const Attributes& attrs = {}) {
-  RunResult r = run(op, inputs, attrs);
-  EXPECT_TRUE(r.status.is_ok()) << op_name(op) << ": " << r.status.message();
-  return r.outputs.empty() ? Tensor() : r.outputs[0];
-}
-
-void expect_error(Op op, const std::vector<const Tensor*>& inputs, const Attributes& attrs = {}) {
-  RunResult r = run(op, inputs, attrs);
-  EXPECT_FALSE(r.status.is_ok()) << op_name(op) << " accepted bad input";
-  EXPECT_FALSE(r.status.message().empty());
-}
-
-std::mt19937& rng() {
-  static std::mt19937 g(std::random_device{}());
-  return g;
-}
+using namespace kiln::testing;
 
 double rand_nonzero(double lo, double hi) {
   std::uniform_real_distribution<double> mag(lo, hi);
@@ -260,7 +228,7 @@ TEST(QuantCast, IntegersWrapIntoInt4) {
 
 TEST(QuantCast, ArithmeticRejectsLowPrecision) {
   Tensor x = raw_tensor(DataType::kFloat8E4M3FN, {2}, {0x38, 0x40});
-  RunResult r = run(Op::Add, {&x, &x});
+  RunResult r = try_run_kernel(Op::Add, {&x, &x});
   EXPECT_FALSE(r.status.is_ok());
 }
 
@@ -378,7 +346,7 @@ TEST(QuantLinear, Errors) {
 TEST(QuantLinear, DynamicQuantizeMatchesFormula) {
   Tensor x(DataType::kFloat32, {17});
   for (int64_t i = 0; i < x.size(); ++i) x.data<float>()[i] = static_cast<float>(rand_nonzero(0.1, 3));
-  RunResult r = run(Op::DynamicQuantizeLinear, {&x}, {}, 3);
+  RunResult r = try_run_kernel(Op::DynamicQuantizeLinear, {&x}, {}, 3);
   ASSERT_TRUE(r.status.is_ok()) << r.status.message();
   float mx = 0, mn = 0;
   for (int64_t i = 0; i < x.size(); ++i) {

@@ -11,60 +11,15 @@
 #include <random>
 
 #include "backends/cpu/reference/kernel.h"
+#include "kernel_test_util.h"
 
 namespace kiln {
 namespace {
 
-struct KernelRun {
-  Status status;
-  std::vector<Tensor> outputs;
-};
+using namespace kiln::testing;
 
-KernelRun run_kernel(Op op, const std::vector<const Tensor*>& inputs, const Attributes& attrs, size_t num_outputs = 1) {
-  KernelFn fn = reference_kernels().find(op);
-  EXPECT_NE(fn, nullptr) << op_name(op);
-  KernelContext ctx;
-  ctx.op = op;
-  ctx.attrs = &attrs;
-  ctx.inputs = inputs;
-  ctx.outputs.resize(num_outputs);
-  ctx.output_wanted.assign(num_outputs, true);
-  KernelRun r;
-  r.status = fn(ctx);
-  r.outputs = std::move(ctx.outputs);
-  return r;
-}
-
-std::vector<double> random_values(size_t n, uint32_t seed, double lo = -1.0, double hi = 1.0) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<double> d(lo, hi);
-  std::vector<double> v(n);
-  for (double& x : v) {
-    x = d(gen);
-    if (std::fabs(x) < 0.05) x = 0.3;
-  }
-  return v;
-}
-
-Tensor make(DataType dt, const Dims& dims, std::vector<double>& v) {
-  Tensor t = cast_tensor(make_tensor<double>(dims, v), dt);
-  for (size_t i = 0; i < v.size(); ++i) v[i] = t.get_double(static_cast<int64_t>(i));
-  return t;
-}
-
-void expect_close(const Tensor& t, const std::vector<double>& want, double tol, const std::string& what) {
-  ASSERT_EQ(t.size(), static_cast<int64_t>(want.size())) << what;
-  for (size_t i = 0; i < want.size(); ++i) {
-    const double got = t.get_double(static_cast<int64_t>(i));
-    ASSERT_NEAR(got, want[i], tol * (1 + std::fabs(want[i]))) << what << " element " << i;
-  }
-}
-
-double tol_for(DataType dt) {
-  return dt == DataType::kBFloat16 ? 3e-2 : dt == DataType::kFloat16 ? 5e-3 : 1e-5;
-}
-
-const DataType kFloatTypes[] = {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16, DataType::kBFloat16};
+// Random inputs in [-1, 1).
+std::vector<double> unit_values(size_t n, uint32_t seed) { return random_values(n, seed, -1.0, 1.0); }
 
 double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
@@ -83,9 +38,9 @@ TEST(Lstm, BidirectionalBatchFirstWithSeqLensPeepholesAndClip) {
   const int64_t S = 4, Bt = 3, I = 3, H = 2, D = 2;
   const double clip = 0.9;
   for (DataType dt : kFloatTypes) {
-    Vec xv = random_values(Bt * S * I, 1), wv = random_values(D * 4 * H * I, 2), rv = random_values(D * 4 * H * H, 3),
-        bv = random_values(D * 8 * H, 4), hv = random_values(Bt * D * H, 5), cv = random_values(Bt * D * H, 6),
-        pv = random_values(D * 3 * H, 7);
+    Vec xv = unit_values(Bt * S * I, 1), wv = unit_values(D * 4 * H * I, 2), rv = unit_values(D * 4 * H * H, 3),
+        bv = unit_values(D * 8 * H, 4), hv = unit_values(Bt * D * H, 5), cv = unit_values(Bt * D * H, 6),
+        pv = unit_values(D * 3 * H, 7);
     Tensor x = make(dt, {Bt, S, I}, xv), w = make(dt, {D, 4 * H, I}, wv), r = make(dt, {D, 4 * H, H}, rv),
            b = make(dt, {D, 8 * H}, bv), h0 = make(dt, {Bt, D, H}, hv), c0 = make(dt, {Bt, D, H}, cv),
            p = make(dt, {D, 3 * H}, pv);
@@ -95,7 +50,7 @@ TEST(Lstm, BidirectionalBatchFirstWithSeqLensPeepholesAndClip) {
     a.set("layout", int64_t{1});
     a.set("hidden_size", H);
     a.set("clip", static_cast<float>(clip));
-    KernelRun run = run_kernel(Op::LSTM, {&x, &w, &r, &b, &lens, &h0, &c0, &p}, a, 3);
+    RunResult run = run_kernel(Op::LSTM, {&x, &w, &r, &b, &lens, &h0, &c0, &p}, a, 3);
     ASSERT_TRUE(run.status.is_ok()) << run.status.message();
     Vec y(Bt * S * D * H, 0.0), yh(Bt * D * H), yc(Bt * D * H);
     const int lenv[] = {4, 2, 0};
@@ -134,9 +89,9 @@ TEST(Lstm, BidirectionalBatchFirstWithSeqLensPeepholesAndClip) {
         }
       }
     }
-    expect_close(run.outputs[0], y, tol_for(dt), cat("Y ", dtype_name(dt)));
-    expect_close(run.outputs[1], yh, tol_for(dt), cat("Y_h ", dtype_name(dt)));
-    expect_close(run.outputs[2], yc, tol_for(dt), cat("Y_c ", dtype_name(dt)));
+    expect_tensor_near(run.outputs[0], y, tol_for(dt), cat("Y ", dtype_name(dt)));
+    expect_tensor_near(run.outputs[1], yh, tol_for(dt), cat("Y_h ", dtype_name(dt)));
+    expect_tensor_near(run.outputs[2], yc, tol_for(dt), cat("Y_c ", dtype_name(dt)));
     EXPECT_EQ(run.outputs[0].dims(), (Dims{Bt, S, D, H}));
     EXPECT_EQ(run.outputs[0].dtype(), dt);
   }
@@ -144,12 +99,12 @@ TEST(Lstm, BidirectionalBatchFirstWithSeqLensPeepholesAndClip) {
 
 TEST(Lstm, InputForgetCouplesGates) {
   const int64_t S = 2, Bt = 1, I = 2, H = 2;
-  Vec xv = random_values(S * Bt * I, 11), wv = random_values(4 * H * I, 12), rv = random_values(4 * H * H, 13);
+  Vec xv = unit_values(S * Bt * I, 11), wv = unit_values(4 * H * I, 12), rv = unit_values(4 * H * H, 13);
   Tensor x = make(DataType::kFloat64, {S, Bt, I}, xv), w = make(DataType::kFloat64, {1, 4 * H, I}, wv),
          r = make(DataType::kFloat64, {1, 4 * H, H}, rv);
   Attributes a;
   a.set("input_forget", int64_t{1});
-  KernelRun run = run_kernel(Op::LSTM, {&x, &w, &r}, a, 3);
+  RunResult run = run_kernel(Op::LSTM, {&x, &w, &r}, a, 3);
   ASSERT_TRUE(run.status.is_ok()) << run.status.message();
   Vec h(H, 0.0), c(H, 0.0), y;
   for (int64_t t = 0; t < S; ++t) {
@@ -164,20 +119,20 @@ TEST(Lstm, InputForgetCouplesGates) {
     c = nc;
     y.insert(y.end(), h.begin(), h.end());
   }
-  expect_close(run.outputs[0], y, 1e-12, "Y");
+  expect_tensor_near(run.outputs[0], y, 1e-12, "Y");
 }
 
 void gru_reference_check(bool linear_before_reset, DataType dt) {
   const int64_t S = 3, Bt = 2, I = 3, H = 3;
-  Vec xv = random_values(S * Bt * I, 21), wv = random_values(3 * H * I, 22), rv = random_values(3 * H * H, 23),
-      bv = random_values(6 * H, 24), hv = random_values(Bt * H, 25);
+  Vec xv = unit_values(S * Bt * I, 21), wv = unit_values(3 * H * I, 22), rv = unit_values(3 * H * H, 23),
+      bv = unit_values(6 * H, 24), hv = unit_values(Bt * H, 25);
   Tensor x = make(dt, {S, Bt, I}, xv), w = make(dt, {1, 3 * H, I}, wv), r = make(dt, {1, 3 * H, H}, rv),
          b = make(dt, {1, 6 * H}, bv), h0 = make(dt, {1, Bt, H}, hv);
   Tensor lens = make_tensor<int32_t>({Bt}, {3, 2});
   Attributes a;
   a.set("direction", std::string("reverse"));
   a.set("linear_before_reset", int64_t{linear_before_reset ? 1 : 0});
-  KernelRun run = run_kernel(Op::GRU, {&x, &w, &r, &b, &lens, &h0}, a, 2);
+  RunResult run = run_kernel(Op::GRU, {&x, &w, &r, &b, &lens, &h0}, a, 2);
   ASSERT_TRUE(run.status.is_ok()) << run.status.message();
   Vec y(S * Bt * H, 0.0), yh(Bt * H);
   const int lenv[] = {3, 2};
@@ -201,8 +156,8 @@ void gru_reference_check(bool linear_before_reset, DataType dt) {
     }
     for (int64_t k = 0; k < H; ++k) yh[bb * H + k] = h[k];
   }
-  expect_close(run.outputs[0], y, tol_for(dt), cat("Y ", dtype_name(dt)));
-  expect_close(run.outputs[1], yh, tol_for(dt), cat("Y_h ", dtype_name(dt)));
+  expect_tensor_near(run.outputs[0], y, tol_for(dt), cat("Y ", dtype_name(dt)));
+  expect_tensor_near(run.outputs[1], yh, tol_for(dt), cat("Y_h ", dtype_name(dt)));
 }
 
 TEST(Gru, ReverseWithSeqLens) {
@@ -215,7 +170,7 @@ TEST(Gru, ReverseWithSeqLens) {
 TEST(Rnn, CustomActivationsConsumeAlphaBetaInOrder) {
   // Bidirectional: forward uses Affine(alpha 0.5, beta 0.25), backward LeakyRelu(alpha 0.2).
   const int64_t S = 3, Bt = 2, I = 2, H = 2, D = 2;
-  Vec xv = random_values(S * Bt * I, 31), wv = random_values(D * H * I, 32), rv = random_values(D * H * H, 33);
+  Vec xv = unit_values(S * Bt * I, 31), wv = unit_values(D * H * I, 32), rv = unit_values(D * H * H, 33);
   Tensor x = make(DataType::kFloat32, {S, Bt, I}, xv), w = make(DataType::kFloat32, {D, H, I}, wv),
          r = make(DataType::kFloat32, {D, H, H}, rv);
   Attributes a;
@@ -223,7 +178,7 @@ TEST(Rnn, CustomActivationsConsumeAlphaBetaInOrder) {
   a.set("activations", std::vector<std::string>{"Affine", "LeakyRelu"});
   a.set("activation_alpha", std::vector<float>{0.5f, 0.2f});
   a.set("activation_beta", std::vector<float>{0.25f});
-  KernelRun run = run_kernel(Op::RNN, {&x, &w, &r}, a, 2);
+  RunResult run = run_kernel(Op::RNN, {&x, &w, &r}, a, 2);
   ASSERT_TRUE(run.status.is_ok()) << run.status.message();
   std::function<double(double)> f[2] = {[](double v) { return 0.5 * v + 0.25; },
                                         [](double v) { return v >= 0 ? v : 0.2 * v; }};
@@ -241,12 +196,12 @@ TEST(Rnn, CustomActivationsConsumeAlphaBetaInOrder) {
       for (int64_t k = 0; k < H; ++k) yh[(d * Bt + bb) * H + k] = h[k];
     }
   }
-  expect_close(run.outputs[0], y, 1e-5, "Y");
-  expect_close(run.outputs[1], yh, 1e-5, "Y_h");
+  expect_tensor_near(run.outputs[0], y, 1e-5, "Y");
+  expect_tensor_near(run.outputs[1], yh, 1e-5, "Y_h");
 }
 
 TEST(Recurrent, BadInputsReturnErrors) {
-  Vec xv = random_values(2 * 1 * 3, 41), wv = random_values(4 * 3, 42), rv = random_values(4, 43);
+  Vec xv = unit_values(2 * 1 * 3, 41), wv = unit_values(4 * 3, 42), rv = unit_values(4, 43);
   Tensor x = make(DataType::kFloat32, {2, 1, 3}, xv), w = make(DataType::kFloat32, {1, 4, 3}, wv),
          r = make(DataType::kFloat32, {1, 4, 1}, rv), bad_w = make(DataType::kFloat32, {1, 3, 4}, wv);
   Attributes none;
@@ -298,12 +253,12 @@ TEST(Dft, ComplexAlongMiddleAxisWithPaddingAllDtypes) {
   const int64_t A = 2, L = 5, Cc = 3, N = 7;
   for (DataType dt : kFloatTypes) {
     for (int inverse = 0; inverse <= 1; ++inverse) {
-      Vec xv = random_values(A * L * Cc * 2, 51 + inverse);
+      Vec xv = unit_values(A * L * Cc * 2, 51 + inverse);
       Tensor x = make(dt, {A, L, Cc, 2}, xv);
       Tensor len = make_scalar_int64(N), axis = make_scalar_int64(1);
       Attributes a;
       a.set("inverse", int64_t{inverse});
-      KernelRun run = run_kernel(Op::DFT, {&x, &len, &axis}, a);
+      RunResult run = run_kernel(Op::DFT, {&x, &len, &axis}, a);
       ASSERT_TRUE(run.status.is_ok()) << run.status.message();
       ASSERT_EQ(run.outputs[0].dims(), (Dims{A, N, Cc, 2}));
       Vec want(A * N * Cc * 2);
@@ -318,33 +273,33 @@ TEST(Dft, ComplexAlongMiddleAxisWithPaddingAllDtypes) {
           }
         }
       }
-      expect_close(run.outputs[0], want, tol_for(dt) * 4, cat("DFT ", dtype_name(dt), " inverse=", inverse));
+      expect_tensor_near(run.outputs[0], want, tol_for(dt) * 4, cat("DFT ", dtype_name(dt), " inverse=", inverse));
     }
   }
 }
 
 TEST(Dft, RfftThenIrfftRoundTripsOddAndEvenLengths) {
   for (int64_t n : {6, 7}) {
-    Vec xv = random_values(2 * n, 61 + static_cast<uint32_t>(n));
+    Vec xv = unit_values(2 * n, 61 + static_cast<uint32_t>(n));
     Tensor x = make(DataType::kFloat64, {2, n, 1}, xv);
     Attributes fwd;
     fwd.set("onesided", int64_t{1});
-    KernelRun f = run_kernel(Op::DFT, {&x}, fwd);
+    RunResult f = run_kernel(Op::DFT, {&x}, fwd);
     ASSERT_TRUE(f.status.is_ok()) << f.status.message();
     ASSERT_EQ(f.outputs[0].dims(), (Dims{2, n / 2 + 1, 2}));
     Attributes inv;
     inv.set("onesided", int64_t{1});
     inv.set("inverse", int64_t{1});
     Tensor len = make_scalar_int64(n);
-    KernelRun b = run_kernel(Op::DFT, {&f.outputs[0], &len}, inv);
+    RunResult b = run_kernel(Op::DFT, {&f.outputs[0], &len}, inv);
     ASSERT_TRUE(b.status.is_ok()) << b.status.message();
     ASSERT_EQ(b.outputs[0].dims(), (Dims{2, n, 1}));
-    expect_close(b.outputs[0], xv, 1e-12, cat("round trip n=", n));
+    expect_tensor_near(b.outputs[0], xv, 1e-12, cat("round trip n=", n));
   }
 }
 
 TEST(Dft, BadInputsReturnErrors) {
-  Vec xv = random_values(12, 71);
+  Vec xv = unit_values(12, 71);
   Tensor x = make(DataType::kFloat32, {2, 2, 3}, xv), good = make(DataType::kFloat32, {2, 3, 2}, xv);
   Attributes none;
   EXPECT_FALSE(run_kernel(Op::DFT, {&x}, none).status.is_ok());  // last dim 3
@@ -363,12 +318,12 @@ TEST(Stft, WindowedFramesMatchNaiveDft) {
   const int64_t frames = 1 + (L - FL) / step;
   for (DataType dt : kFloatTypes) {
     for (int onesided = 0; onesided <= 1; ++onesided) {
-      Vec xv = random_values(Bt * L, 81), wv = random_values(FL, 82, 0.1, 1.0);
+      Vec xv = unit_values(Bt * L, 81), wv = random_values(FL, 82, 0.1, 1.0);
       Tensor x = make(dt, {Bt, L, 1}, xv), w = make(dt, {FL}, wv);
       Tensor st = make_scalar_int64(step);
       Attributes a;
       a.set("onesided", int64_t{onesided});
-      KernelRun run = run_kernel(Op::STFT, {&x, &st, &w}, a);
+      RunResult run = run_kernel(Op::STFT, {&x, &st, &w}, a);
       ASSERT_TRUE(run.status.is_ok()) << run.status.message();
       const int64_t bins = onesided ? FL / 2 + 1 : FL;
       ASSERT_EQ(run.outputs[0].dims(), (Dims{Bt, frames, bins, 2}));
@@ -384,10 +339,10 @@ TEST(Stft, WindowedFramesMatchNaiveDft) {
           }
         }
       }
-      expect_close(run.outputs[0], want, tol_for(dt) * 4, cat("STFT ", dtype_name(dt)));
+      expect_tensor_near(run.outputs[0], want, tol_for(dt) * 4, cat("STFT ", dtype_name(dt)));
     }
   }
-  Vec xv = random_values(L, 83);
+  Vec xv = unit_values(L, 83);
   Tensor x = make(DataType::kFloat32, {1, L, 1}, xv);
   Tensor st = make_scalar_int64(step), zero = make_scalar_int64(0), too_long = make_scalar_int64(L + 1);
   Attributes none;
@@ -412,12 +367,12 @@ TEST(Windows, ValuesAndOutputDatatypes) {
         Attributes a;
         a.set("periodic", int64_t{periodic});
         a.set("output_datatype", static_cast<int64_t>(dt));
-        KernelRun run = run_kernel(c.op, {&size}, a);
+        RunResult run = run_kernel(c.op, {&size}, a);
         ASSERT_TRUE(run.status.is_ok()) << run.status.message();
         ASSERT_EQ(run.outputs[0].dtype(), dt);
         Vec want(n);
         for (int64_t i = 0; i < n; ++i) want[i] = c.f(2 * std::numbers::pi * i / (periodic ? n : n - 1));
-        expect_close(run.outputs[0], want, tol_for(dt) + 1e-6, cat(op_name(c.op), " ", dtype_name(dt)));
+        expect_tensor_near(run.outputs[0], want, tol_for(dt) + 1e-6, cat(op_name(c.op), " ", dtype_name(dt)));
       }
     }
   }
@@ -435,7 +390,7 @@ TEST(MelWeightMatrix, TrianglesPeakAtOneAndRejectsEdgesPastNyquist) {
   Tensor lo = make_tensor<float>({}, {0.0f}), hi = make_tensor<float>({}, {3500.0f});
   Attributes a;
   a.set("output_datatype", static_cast<int64_t>(DataType::kFloat16));
-  KernelRun run = run_kernel(Op::MelWeightMatrix, {&bins, &dft, &rate, &lo, &hi}, a);
+  RunResult run = run_kernel(Op::MelWeightMatrix, {&bins, &dft, &rate, &lo, &hi}, a);
   ASSERT_TRUE(run.status.is_ok()) << run.status.message();
   ASSERT_EQ(run.outputs[0].dims(), (Dims{33, 8}));
   ASSERT_EQ(run.outputs[0].dtype(), DataType::kFloat16);

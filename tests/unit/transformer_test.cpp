@@ -10,61 +10,12 @@
 #include <random>
 
 #include "backends/cpu/reference/kernel.h"
+#include "kernel_test_util.h"
 
 namespace kiln {
 namespace {
 
-struct KernelRun {
-  Status status;
-  std::vector<Tensor> outputs;
-};
-
-KernelRun run_kernel(Op op, const std::vector<const Tensor*>& inputs, const Attributes& attrs, size_t num_outputs = 1) {
-  KernelFn fn = reference_kernels().find(op);
-  EXPECT_NE(fn, nullptr) << op_name(op);
-  KernelContext ctx;
-  ctx.op = op;
-  ctx.attrs = &attrs;
-  ctx.inputs = inputs;
-  ctx.outputs.resize(num_outputs);
-  ctx.output_wanted.assign(num_outputs, true);
-  KernelRun r;
-  if (fn) r.status = fn(ctx);
-  r.outputs = std::move(ctx.outputs);
-  return r;
-}
-
-std::vector<double> random_values(size_t n, uint32_t seed, double lo = -2.0, double hi = 2.0) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<double> d(lo, hi);
-  std::vector<double> v(n);
-  for (double& x : v) {
-    x = d(gen);
-    if (std::fabs(x) < 0.05) x = 0.3;  // keep inputs non-zero
-  }
-  return v;
-}
-
-// A tensor of dtype dt holding `v`; `v` is replaced by the values actually stored.
-Tensor make(DataType dt, const Dims& dims, std::vector<double>& v) {
-  Tensor t = cast_tensor(make_tensor<double>(dims, v), dt);
-  for (size_t i = 0; i < v.size(); ++i) v[i] = t.get_double(static_cast<int64_t>(i));
-  return t;
-}
-
-void expect_close(const Tensor& t, const std::vector<double>& want, double tol, const std::string& what) {
-  ASSERT_EQ(t.size(), static_cast<int64_t>(want.size())) << what;
-  for (size_t i = 0; i < want.size(); ++i) {
-    const double got = t.get_double(static_cast<int64_t>(i));
-    ASSERT_NEAR(got, want[i], tol * (1 + std::fabs(want[i]))) << what << " element " << i;
-  }
-}
-
-double tol_for(DataType dt) {
-  return dt == DataType::kBFloat16 ? 3e-2 : dt == DataType::kFloat16 ? 5e-3 : 1e-5;
-}
-
-const DataType kFloatTypes[] = {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16, DataType::kBFloat16};
+using namespace kiln::testing;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
@@ -110,7 +61,7 @@ TEST(TransformerAttention, GqaCausalWithPastAndFloatMask4d) {
     Tensor pk = make(dt, {B, Hkv, P, D}, pkv), pv = make(dt, {B, Hkv, P, Dv}, pvv), mask = make(dt, {Lq, L}, mv);
     Attributes a;
     a.set("is_causal", int64_t{1});
-    KernelRun r = run_kernel(Op::Attention, {&q, &k, &v, &mask, &pk, &pv}, a, 3);
+    RunResult r = run_kernel(Op::Attention, {&q, &k, &v, &mask, &pk, &pv}, a, 3);
     ASSERT_TRUE(r.status.is_ok()) << r.status.message();
     ASSERT_EQ(r.outputs[0].dims(), (Dims{B, Hq, Lq, Dv}));
     ASSERT_EQ(r.outputs[1].dims(), (Dims{B, Hkv, L, D}));
@@ -124,13 +75,13 @@ TEST(TransformerAttention, GqaCausalWithPastAndFloatMask4d) {
         for (int64_t j = 0; j < P * Dv; ++j) fv.push_back(pvv[(b * Hkv + h) * P * Dv + j]);
         for (int64_t j = 0; j < Lk * Dv; ++j) fv.push_back(vv[(b * Hkv + h) * Lk * Dv + j]);
       }
-    expect_close(r.outputs[1], fk, 0, "present_key");
-    expect_close(r.outputs[2], fv, 0, "present_value");
+    expect_tensor_near(r.outputs[1], fk, 0, "present_key");
+    expect_tensor_near(r.outputs[2], fv, 0, "present_value");
     auto want = naive_attention(qv, fk, fv, B, Hq, Hkv, Lq, L, D, Dv, 1 / std::sqrt(double(D)),
                                 [&](int64_t, int64_t, int64_t i, int64_t j) {
                                   return mv[i * L + j] + (j <= i + P ? 0.0 : -kInf);
                                 });
-    expect_close(r.outputs[0], want, tol_for(dt) * 2, dtype_name(dt));
+    expect_tensor_near(r.outputs[0], want, tol_for(dt) * 2, dtype_name(dt));
   }
 }
 
@@ -144,7 +95,7 @@ TEST(TransformerAttention, ThreeDInputsMatch4dLayout) {
   a.set("q_num_heads", H);
   a.set("kv_num_heads", H);
   a.set("scale", 0.25f);
-  KernelRun r = run_kernel(Op::Attention, {&q, &k, &v}, a);
+  RunResult r = run_kernel(Op::Attention, {&q, &k, &v}, a);
   ASSERT_TRUE(r.status.is_ok()) << r.status.message();
   ASSERT_EQ(r.outputs[0].dims(), (Dims{B, Lq, H * D}));
   auto to4d = [&](const std::vector<double>& x, int64_t len) {
@@ -160,7 +111,7 @@ TEST(TransformerAttention, ThreeDInputsMatch4dLayout) {
   for (int64_t l = 0; l < Lq; ++l)
     for (int64_t h = 0; h < H; ++h)
       for (int64_t e = 0; e < D; ++e) want.push_back(y4[(h * Lq + l) * D + e]);
-  expect_close(r.outputs[0], want, 1e-5, "3d");
+  expect_tensor_near(r.outputs[0], want, 1e-5, "3d");
 }
 
 TEST(TransformerAttention, FullyMaskedRowIsZeroAndNonpadOffsetsCausal) {
@@ -172,7 +123,7 @@ TEST(TransformerAttention, FullyMaskedRowIsZeroAndNonpadOffsetsCausal) {
   Tensor mask = make_tensor<bool>({Lq, L}, {false, false, false, false, true, true, true, true});
   Attributes a;
   a.set("qk_matmul_output_mode", int64_t{3});
-  KernelRun r = run_kernel(Op::Attention, {&q, &k, &v, &mask}, a, 4);
+  RunResult r = run_kernel(Op::Attention, {&q, &k, &v, &mask}, a, 4);
   ASSERT_TRUE(r.status.is_ok()) << r.status.message();
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t e = 0; e < D; ++e) EXPECT_EQ(r.outputs[0].get_double((b * Lq + 0) * D + e), 0.0);
@@ -185,14 +136,14 @@ TEST(TransformerAttention, FullyMaskedRowIsZeroAndNonpadOffsetsCausal) {
   Tensor nonpad = make_tensor<int64_t>({B}, {3, 2});
   Attributes c;
   c.set("is_causal", int64_t{1});
-  KernelRun r2 = run_kernel(Op::Attention, {&q, &k, &v, nullptr, nullptr, nullptr, &nonpad}, c);
+  RunResult r2 = run_kernel(Op::Attention, {&q, &k, &v, nullptr, nullptr, nullptr, &nonpad}, c);
   ASSERT_TRUE(r2.status.is_ok()) << r2.status.message();
   const int64_t np[2] = {3, 2};
   auto want = naive_attention(qv, kv, vv, B, H, H, Lq, L, D, D, 1 / std::sqrt(2.0),
                               [&](int64_t b, int64_t, int64_t i, int64_t j) {
                                 return (j <= i + np[b] - Lq && j < np[b]) ? 0.0 : -kInf;
                               });
-  expect_close(r2.outputs[0], want, 1e-5, "nonpad causal");
+  expect_tensor_near(r2.outputs[0], want, 1e-5, "nonpad causal");
 }
 
 TEST(TransformerAttention, RejectsBadShapesAndAttributes) {
@@ -251,14 +202,14 @@ TEST(TransformerLoss, NllAndSoftmaxCrossEntropyWeightedMeanWithIgnoreIndex) {
         sce -= wv[t] * lp[(n * C + t) * D1 + d];
         wsum += wv[t];
       }
-    KernelRun r = run_kernel(Op::NegativeLogLikelihoodLoss, {&x, &target, &w}, a);
+    RunResult r = run_kernel(Op::NegativeLogLikelihoodLoss, {&x, &target, &w}, a);
     ASSERT_TRUE(r.status.is_ok()) << r.status.message();
     EXPECT_EQ(r.outputs[0].rank(), 0);
-    expect_close(r.outputs[0], {nll / wsum}, tol_for(dt), std::string("nll ") + dtype_name(dt));
-    KernelRun s = run_kernel(Op::SoftmaxCrossEntropyLoss, {&x, &target, &w}, a, 2);
+    expect_tensor_near(r.outputs[0], {nll / wsum}, tol_for(dt), std::string("nll ") + dtype_name(dt));
+    RunResult s = run_kernel(Op::SoftmaxCrossEntropyLoss, {&x, &target, &w}, a, 2);
     ASSERT_TRUE(s.status.is_ok()) << s.status.message();
-    expect_close(s.outputs[0], {sce / wsum}, tol_for(dt), std::string("sce ") + dtype_name(dt));
-    expect_close(s.outputs[1], lp, tol_for(dt), std::string("log_prob ") + dtype_name(dt));
+    expect_tensor_near(s.outputs[0], {sce / wsum}, tol_for(dt), std::string("sce ") + dtype_name(dt));
+    expect_tensor_near(s.outputs[1], lp, tol_for(dt), std::string("log_prob ") + dtype_name(dt));
   }
 }
 
@@ -278,9 +229,9 @@ TEST(TransformerLoss, RejectsBadTargets) {
   EXPECT_FALSE(run_kernel(Op::NegativeLogLikelihoodLoss, {&x, &ok}, bad_red).status.is_ok());
   Attributes none_red;
   none_red.set("reduction", std::string("none"));
-  KernelRun r = run_kernel(Op::NegativeLogLikelihoodLoss, {&x, &ok}, none_red);
+  RunResult r = run_kernel(Op::NegativeLogLikelihoodLoss, {&x, &ok}, none_red);
   ASSERT_TRUE(r.status.is_ok()) << r.status.message();
-  expect_close(r.outputs[0], {-xv[0], -xv[5]}, 1e-6, "none");
+  expect_tensor_near(r.outputs[0], {-xv[0], -xv[5]}, 1e-6, "none");
 }
 
 // ---- RMSNormalization, RotaryEmbedding ----
@@ -293,7 +244,7 @@ TEST(TransformerNorm, RmsNormalizationOverTrailingAxes) {
     Attributes a;
     a.set("axis", int64_t{-2});
     a.set("epsilon", 1e-3f);
-    KernelRun r = run_kernel(Op::RMSNormalization, {&x, &s}, a);
+    RunResult r = run_kernel(Op::RMSNormalization, {&x, &s}, a);
     ASSERT_TRUE(r.status.is_ok()) << r.status.message();
     std::vector<double> want;
     for (int64_t i = 0; i < A; ++i) {
@@ -302,7 +253,7 @@ TEST(TransformerNorm, RmsNormalizationOverTrailingAxes) {
       const double inv = 1 / std::sqrt(ss / (Bd * Cd) + double(1e-3f));
       for (int64_t k = 0; k < Bd * Cd; ++k) want.push_back(xv[i * Bd * Cd + k] * inv * sv[k % Cd]);
     }
-    expect_close(r.outputs[0], want, tol_for(dt), dtype_name(dt));
+    expect_tensor_near(r.outputs[0], want, tol_for(dt), dtype_name(dt));
   }
   auto xv = random_values(6, 63), sv = random_values(3, 64);
   Tensor x = make(DataType::kFloat32, {2, 3}, xv), s = make(DataType::kFloat32, {3}, sv);
@@ -325,7 +276,7 @@ TEST(TransformerRotary, InterleavedAndHalvesWithPositionIds) {
       a.set("num_heads", H);
       a.set("rotary_embedding_dim", rd);
       a.set("interleaved", inter);
-      KernelRun r = run_kernel(Op::RotaryEmbedding, {&x, &cc, &sc, &pos}, a);
+      RunResult r = run_kernel(Op::RotaryEmbedding, {&x, &cc, &sc, &pos}, a);
       ASSERT_TRUE(r.status.is_ok()) << r.status.message();
       std::vector<double> want = xv;
       const int64_t p[2] = {4, 1};
@@ -338,7 +289,7 @@ TEST(TransformerRotary, InterleavedAndHalvesWithPositionIds) {
             want[i1] = c * xv[i1] - sn * xv[i2];
             want[i2] = sn * xv[i1] + c * xv[i2];
           }
-      expect_close(r.outputs[0], want, tol_for(dt) * 2, dtype_name(dt));
+      expect_tensor_near(r.outputs[0], want, tol_for(dt) * 2, dtype_name(dt));
       Tensor bad_pos = make_tensor<int64_t>({B, S}, {5, 0});
       EXPECT_FALSE(run_kernel(Op::RotaryEmbedding, {&x, &cc, &sc, &bad_pos}, a).status.is_ok());
     }
@@ -353,21 +304,21 @@ TEST(TransformerMisc, CumProdExclusiveReverseAndIntegerWrap) {
   Attributes a;
   a.set("exclusive", int64_t{1});
   a.set("reverse", int64_t{1});
-  KernelRun r = run_kernel(Op::CumProd, {&x, &axis}, a);
+  RunResult r = run_kernel(Op::CumProd, {&x, &axis}, a);
   ASSERT_TRUE(r.status.is_ok()) << r.status.message();
-  expect_close(r.outputs[0], {6, 3, 1, 30, 6, 1}, 0, "exclusive reverse");
+  expect_tensor_near(r.outputs[0], {6, 3, 1, 30, 6, 1}, 0, "exclusive reverse");
   Tensor big = make_tensor<int64_t>({3}, {int64_t{1} << 40, int64_t{1} << 40, 3});
   Tensor axis0 = make_scalar_int64(0);
-  KernelRun w = run_kernel(Op::CumProd, {&big, &axis0}, Attributes());
+  RunResult w = run_kernel(Op::CumProd, {&big, &axis0}, Attributes());
   ASSERT_TRUE(w.status.is_ok());  // wraps instead of undefined behavior
   Tensor bad_axis = make_scalar_int64(2);
   EXPECT_FALSE(run_kernel(Op::CumProd, {&x, &bad_axis}, Attributes()).status.is_ok());
   for (DataType dt : kFloatTypes) {
     std::vector<double> v = {1.5, -2, 0.5, 3};
     Tensor f = make(dt, {4}, v);
-    KernelRun rf = run_kernel(Op::CumProd, {&f, &axis0}, Attributes());
+    RunResult rf = run_kernel(Op::CumProd, {&f, &axis0}, Attributes());
     ASSERT_TRUE(rf.status.is_ok());
-    expect_close(rf.outputs[0], {1.5, -3, -1.5, -4.5}, tol_for(dt), dtype_name(dt));
+    expect_tensor_near(rf.outputs[0], {1.5, -3, -1.5, -4.5}, tol_for(dt), dtype_name(dt));
   }
 }
 
@@ -376,10 +327,10 @@ TEST(TransformerMisc, DetOfBatchedMatrices) {
     // det [[2,1,0],[1,3,1],[0,1,4]] = 18; a singular matrix gives 0; a row swap flips the sign.
     std::vector<double> v = {2, 1, 0, 1, 3, 1, 0, 1, 4, 1, 2, 3, 2, 4, 6, 0, 1, 1, 0, 1, 0, 1, 0, 0, 0, 0, 1};
     Tensor x = make(dt, {3, 3, 3}, v);
-    KernelRun r = run_kernel(Op::Det, {&x}, Attributes());
+    RunResult r = run_kernel(Op::Det, {&x}, Attributes());
     ASSERT_TRUE(r.status.is_ok()) << r.status.message();
     EXPECT_EQ(r.outputs[0].dims(), (Dims{3}));
-    expect_close(r.outputs[0], {18, 0, -1}, tol_for(dt), dtype_name(dt));
+    expect_tensor_near(r.outputs[0], {18, 0, -1}, tol_for(dt), dtype_name(dt));
   }
   Tensor ns = make_tensor<float>({2, 3}, {1, 2, 3, 4, 5, 6});
   EXPECT_FALSE(run_kernel(Op::Det, {&ns}, Attributes()).status.is_ok());
@@ -391,11 +342,11 @@ TEST(TransformerMisc, SwiGluAndCausalConv) {
     Tensor a = make(dt, {2, 3}, av), b = make(dt, {2, 3}, bv);
     Attributes at;
     at.set("alpha", 0.7f);
-    KernelRun r = run_kernel(Op::SwiGLU, {&a, &b}, at);
+    RunResult r = run_kernel(Op::SwiGLU, {&a, &b}, at);
     ASSERT_TRUE(r.status.is_ok()) << r.status.message();
     std::vector<double> want;
     for (size_t i = 0; i < av.size(); ++i) want.push_back(av[i] / (1 + std::exp(-double(0.7f) * av[i])) * bv[i]);
-    expect_close(r.outputs[0], want, tol_for(dt) * 2, dtype_name(dt));
+    expect_tensor_near(r.outputs[0], want, tol_for(dt) * 2, dtype_name(dt));
   }
   Tensor a = make_tensor<float>({2, 3}, {1, 2, 3, 4, 5, 6}), b3 = make_tensor<float>({3}, {1, 2, 3});
   EXPECT_FALSE(run_kernel(Op::SwiGLU, {&a, &b3}, Attributes()).status.is_ok());
@@ -405,12 +356,13 @@ TEST(TransformerMisc, SwiGluAndCausalConv) {
   Tensor w = make_tensor<float>({2, 1, 3}, {1, 10, 100, 2, 0, 1});
   Tensor bias = make_tensor<float>({2}, {0.5f, -1});
   Tensor past = make_tensor<float>({1, 2, 2}, {7, 8, 9, 10});
-  KernelRun c = run_kernel(Op::CausalConvWithState, {&x, &w, &bias, &past}, Attributes(), 2);
+  RunResult c = run_kernel(Op::CausalConvWithState, {&x, &w, &bias, &past}, Attributes(), 2);
   ASSERT_TRUE(c.status.is_ok()) << c.status.message();
   // channel 0 padded: 7 8 1 2 3 ; channel 1 padded: 9 10 4 5 6
-  expect_close(c.outputs[0], {7 + 80 + 100 + 0.5, 8 + 10 + 200 + 0.5, 1 + 20 + 300 + 0.5, 18 + 4 - 1, 20 + 5 - 1, 8 + 6 - 1},
-               1e-6, "conv");
-  expect_close(c.outputs[1], {2, 3, 5, 6}, 0, "present_state");
+  expect_tensor_near(c.outputs[0],
+                     {7 + 80 + 100 + 0.5, 8 + 10 + 200 + 0.5, 1 + 20 + 300 + 0.5, 18 + 4 - 1, 20 + 5 - 1, 8 + 6 - 1},
+                     1e-6, "conv");
+  expect_tensor_near(c.outputs[1], {2, 3, 5, 6}, 0, "present_state");
   Tensor bad_w = make_tensor<float>({2, 2, 3}, std::vector<float>(12, 1));
   EXPECT_FALSE(run_kernel(Op::CausalConvWithState, {&x, &bad_w}, Attributes(), 2).status.is_ok());
 }
@@ -426,7 +378,7 @@ TEST(TransformerMisc, LinearAttentionMatchesQuadraticForm) {
     a.set("q_num_heads", Hq);
     a.set("kv_num_heads", Hkv);
     a.set("update_rule", std::string("linear"));
-    KernelRun r = run_kernel(Op::LinearAttention, {&q, &k, &v}, a, 2);
+    RunResult r = run_kernel(Op::LinearAttention, {&q, &k, &v}, a, 2);
     ASSERT_TRUE(r.status.is_ok()) << r.status.message();
     const double scale = 1 / std::sqrt(double(dk));
     std::vector<double> want;
@@ -441,7 +393,7 @@ TEST(TransformerMisc, LinearAttentionMatchesQuadraticForm) {
           }
           want.push_back(scale * acc);
         }
-    expect_close(r.outputs[0], want, tol_for(dt) * 2, dtype_name(dt));
+    expect_tensor_near(r.outputs[0], want, tol_for(dt) * 2, dtype_name(dt));
     EXPECT_EQ(r.outputs[1].dims(), (Dims{B, Hkv, dk, dv}));
     Attributes gated = a;
     gated.set("update_rule", std::string("gated"));

@@ -10,61 +10,12 @@
 #include <string>
 
 #include "backends/cpu/reference/kernel.h"
+#include "kernel_test_util.h"
 
 namespace kiln {
 namespace {
 
-struct KernelRun {
-  Status status;
-  std::vector<Tensor> outputs;
-};
-
-KernelRun run_kernel(Op op, const std::vector<const Tensor*>& inputs, const Attributes& attrs, size_t num_outputs = 1) {
-  KernelFn fn = reference_kernels().find(op);
-  EXPECT_NE(fn, nullptr) << op_name(op);
-  KernelContext ctx;
-  ctx.op = op;
-  ctx.attrs = &attrs;
-  ctx.inputs = inputs;
-  ctx.outputs.resize(num_outputs);
-  ctx.output_wanted.assign(num_outputs, true);
-  KernelRun r;
-  r.status = fn(ctx);
-  r.outputs = std::move(ctx.outputs);
-  return r;
-}
-
-std::vector<double> random_values(size_t n, uint32_t seed, double lo = -2.0, double hi = 2.0) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<double> d(lo, hi);
-  std::vector<double> v(n);
-  for (double& x : v) {
-    x = d(gen);
-    if (std::fabs(x) < 0.05) x = 0.3;  // keep inputs non-zero
-  }
-  return v;
-}
-
-// A tensor of dtype dt holding `v`; `v` is replaced by the values actually stored.
-Tensor make(DataType dt, const Dims& dims, std::vector<double>& v) {
-  Tensor t = cast_tensor(make_tensor<double>(dims, v), dt);
-  for (size_t i = 0; i < v.size(); ++i) v[i] = t.get_double(static_cast<int64_t>(i));
-  return t;
-}
-
-void expect_close(const Tensor& t, const std::vector<double>& want, double tol, const std::string& what) {
-  ASSERT_EQ(t.size(), static_cast<int64_t>(want.size())) << what;
-  for (size_t i = 0; i < want.size(); ++i) {
-    const double got = t.get_double(static_cast<int64_t>(i));
-    ASSERT_NEAR(got, want[i], tol * (1 + std::fabs(want[i]))) << what << " element " << i;
-  }
-}
-
-double tol_for(DataType dt) {
-  return dt == DataType::kBFloat16 ? 3e-2 : dt == DataType::kFloat16 ? 5e-3 : 1e-5;
-}
-
-const DataType kFloatTypes[] = {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16, DataType::kBFloat16};
+using namespace kiln::testing;
 
 // Bilinear sample of an H x W plane at (y, x), zero outside.
 double bilinear_zero(const double* p, int64_t h, int64_t w, double y, double x) {
@@ -103,7 +54,7 @@ TEST(VisionNms, MatchesGreedyReference) {
     Tensor mo = make_tensor<int64_t>({1}, {max_out});
     Tensor it = make_tensor<float>({1}, {static_cast<float>(iou_t)});
     Tensor st = make_tensor<float>({1}, {static_cast<float>(score_t)});
-    KernelRun r = run_kernel(Op::NonMaxSuppression, {&boxes, &scores, &mo, &it, &st}, Attributes());
+    RunResult r = run_kernel(Op::NonMaxSuppression, {&boxes, &scores, &mo, &it, &st}, Attributes());
     ASSERT_TRUE(r.status.is_ok()) << r.status.message();
     std::vector<int64_t> want;
     for (int64_t b = 0; b < B; ++b) {
@@ -137,7 +88,7 @@ TEST(VisionNms, MatchesGreedyReference) {
 TEST(VisionNms, OmittedMaxOutputGivesEmptyResult) {
   Tensor boxes = make_tensor<float>({1, 1, 4}, {0, 0, 1, 1});
   Tensor scores = make_tensor<float>({1, 1, 1}, {0.9f});
-  KernelRun r = run_kernel(Op::NonMaxSuppression, {&boxes, &scores}, Attributes());
+  RunResult r = run_kernel(Op::NonMaxSuppression, {&boxes, &scores}, Attributes());
   ASSERT_TRUE(r.status.is_ok()) << r.status.message();
   EXPECT_EQ(r.outputs[0].dims(), (Dims{0, 3}));
 }
@@ -168,7 +119,7 @@ TEST(VisionRoiAlign, AvgMatchesIndependentLoopAllFloatTypes) {
     a.set("output_width", OW);
     a.set("sampling_ratio", S);
     a.set("spatial_scale", static_cast<float>(scale));
-    KernelRun r = run_kernel(Op::RoiAlign, {&x, &rois, &b}, a);
+    RunResult r = run_kernel(Op::RoiAlign, {&x, &rois, &b}, a);
     ASSERT_TRUE(r.status.is_ok()) << r.status.message();
     std::vector<double> want;
     for (int64_t k = 0; k < 3; ++k) {
@@ -193,7 +144,7 @@ TEST(VisionRoiAlign, AvgMatchesIndependentLoopAllFloatTypes) {
         }
       }
     }
-    expect_close(r.outputs[0], want, tol_for(dt), dtype_name(dt));
+    expect_tensor_near(r.outputs[0], want, tol_for(dt), dtype_name(dt));
   }
 }
 
@@ -212,7 +163,7 @@ TEST(VisionRoiAlign, RejectsBadBatchIndexAndMode) {
   EXPECT_FALSE(run_kernel(Op::RoiAlign, {&x, &nan_roi, &b0}, Attributes()).status.is_ok());
   Attributes fixed;
   fixed.set("sampling_ratio", int64_t{2});
-  KernelRun r = run_kernel(Op::RoiAlign, {&x, &nan_roi, &b0}, fixed);  // fixed grid: NaN taps read nothing
+  RunResult r = run_kernel(Op::RoiAlign, {&x, &nan_roi, &b0}, fixed);  // fixed grid: NaN taps read nothing
   EXPECT_TRUE(r.status.is_ok()) << r.status.message();
 }
 
@@ -226,7 +177,7 @@ TEST(VisionMaxRoiPool, MatchesWindowMax) {
     Tensor rois = make(dt, {1, 5}, rv);
     Attributes a;
     a.set("pooled_shape", std::vector<int64_t>{2, 2});
-    KernelRun r = run_kernel(Op::MaxRoiPool, {&x, &rois}, a);
+    RunResult r = run_kernel(Op::MaxRoiPool, {&x, &rois}, a);
     ASSERT_TRUE(r.status.is_ok()) << r.status.message();
     std::vector<double> want;
     for (int ph = 0; ph < 2; ++ph) {
@@ -238,7 +189,7 @@ TEST(VisionMaxRoiPool, MatchesWindowMax) {
         want.push_back(m);
       }
     }
-    expect_close(r.outputs[0], want, 1e-6, dtype_name(dt));
+    expect_tensor_near(r.outputs[0], want, 1e-6, dtype_name(dt));
   }
 }
 
@@ -254,7 +205,7 @@ TEST(VisionGridSample, BilinearZerosMatchesIndependentLoop) {
       Tensor x = make(dt, {N, C, H, W}, x2), g = make(dt, {N, OH, OW, 2}, g2);
       Attributes a;
       a.set("align_corners", int64_t{align});
-      KernelRun r = run_kernel(Op::GridSample, {&x, &g}, a);
+      RunResult r = run_kernel(Op::GridSample, {&x, &g}, a);
       ASSERT_TRUE(r.status.is_ok()) << r.status.message();
       std::vector<double> want;
       for (int64_t n = 0; n < N; ++n) {
@@ -267,7 +218,7 @@ TEST(VisionGridSample, BilinearZerosMatchesIndependentLoop) {
           }
         }
       }
-      expect_close(r.outputs[0], want, tol_for(dt), cat(dtype_name(dt), " align ", align));
+      expect_tensor_near(r.outputs[0], want, tol_for(dt), cat(dtype_name(dt), " align ", align));
     }
   }
 }
@@ -285,14 +236,14 @@ TEST(VisionGridSample, IdentityAffineGridReproducesInput3d) {
       Tensor size = make_tensor<int64_t>({5}, {N, C, D, H, W});
       Attributes a;
       a.set("align_corners", int64_t{1});
-      KernelRun g = run_kernel(Op::AffineGrid, {&theta, &size}, a);
+      RunResult g = run_kernel(Op::AffineGrid, {&theta, &size}, a);
       ASSERT_TRUE(g.status.is_ok()) << g.status.message();
       ASSERT_EQ(g.outputs[0].dims(), (Dims{N, D, H, W, 3}));
       a.set("mode", std::string(mode));
       a.set("padding_mode", std::string("border"));
-      KernelRun r = run_kernel(Op::GridSample, {&x, &g.outputs[0]}, a);
+      RunResult r = run_kernel(Op::GridSample, {&x, &g.outputs[0]}, a);
       ASSERT_TRUE(r.status.is_ok()) << r.status.message();
-      expect_close(r.outputs[0], x2, dt == DataType::kFloat16 ? 2e-2 : 1e-5, cat(mode, " ", dtype_name(dt)));
+      expect_tensor_near(r.outputs[0], x2, dt == DataType::kFloat16 ? 2e-2 : 1e-5, cat(mode, " ", dtype_name(dt)));
     }
   }
 }
@@ -306,7 +257,7 @@ TEST(VisionGridSample, IntegerInputAndNanGridDoNotCrash) {
       Attributes a;
       a.set("padding_mode", std::string(pad));
       a.set("mode", std::string(mode));
-      KernelRun r = run_kernel(Op::GridSample, {&x, &g}, a);
+      RunResult r = run_kernel(Op::GridSample, {&x, &g}, a);
       ASSERT_TRUE(r.status.is_ok()) << r.status.message();
       ASSERT_EQ(r.outputs[0].dims(), (Dims{1, 1, 1, 3}));
       if (std::string(mode) == "linear") {
@@ -346,7 +297,7 @@ TEST(VisionCol2Im, MatchesNaiveScatterAllFloatTypes) {
     a.set("strides", std::vector<int64_t>{sh, sw});
     a.set("dilations", std::vector<int64_t>{dh, dw});
     a.set("pads", std::vector<int64_t>{pt, pl, pb, pr});
-    KernelRun r = run_kernel(Op::Col2Im, {&x, &img, &blk}, a);
+    RunResult r = run_kernel(Op::Col2Im, {&x, &img, &blk}, a);
     ASSERT_TRUE(r.status.is_ok()) << r.status.message();
     std::vector<double> want(static_cast<size_t>(N * C * H * W), 0.0);
     for (int64_t n = 0; n < N; ++n)
@@ -360,7 +311,7 @@ TEST(VisionCol2Im, MatchesNaiveScatterAllFloatTypes) {
                 want[static_cast<size_t>(((n * C + c) * H + y) * W + xx)] +=
                     x2[static_cast<size_t>(((n * C + c) * KH * KW + kh * KW + kw) * BH * BW + bh * BW + bw)];
               }
-    expect_close(r.outputs[0], want, tol_for(dt) * 4, dtype_name(dt));
+    expect_tensor_near(r.outputs[0], want, tol_for(dt) * 4, dtype_name(dt));
   }
 }
 
@@ -390,7 +341,7 @@ TEST(VisionDeformConv, MatchesIndependentLoopAllFloatTypes) {
     a.set("offset_group", OG);
     a.set("strides", std::vector<int64_t>{sh, sw});
     a.set("pads", std::vector<int64_t>{pt, pl, pt, pl});
-    KernelRun r = run_kernel(Op::DeformConv, {&x, &w, &off, &b, &mask}, a);
+    RunResult r = run_kernel(Op::DeformConv, {&x, &w, &off, &b, &mask}, a);
     ASSERT_TRUE(r.status.is_ok()) << r.status.message();
     std::vector<double> want;
     for (int64_t m = 0; m < M; ++m) {
@@ -417,7 +368,7 @@ TEST(VisionDeformConv, MatchesIndependentLoopAllFloatTypes) {
         }
       }
     }
-    expect_close(r.outputs[0], want, tol_for(dt) * 4, dtype_name(dt));
+    expect_tensor_near(r.outputs[0], want, tol_for(dt) * 4, dtype_name(dt));
   }
 }
 
@@ -427,9 +378,9 @@ TEST(VisionDeformConv, RejectsBadOffsetShape) {
   Tensor off = make_tensor<float>({1, 6, 2, 2}, std::vector<float>(24, 0.f));
   EXPECT_FALSE(run_kernel(Op::DeformConv, {&x, &w, &off}, Attributes()).status.is_ok());
   Tensor ok_off = make_tensor<float>({1, 8, 2, 2}, std::vector<float>(32, 0.f));
-  KernelRun r = run_kernel(Op::DeformConv, {&x, &w, &ok_off}, Attributes());
+  RunResult r = run_kernel(Op::DeformConv, {&x, &w, &ok_off}, Attributes());
   ASSERT_TRUE(r.status.is_ok()) << r.status.message();
-  expect_close(r.outputs[0], {4, 4, 4, 4}, 1e-6, "zero offsets");
+  expect_tensor_near(r.outputs[0], {4, 4, 4, 4}, 1e-6, "zero offsets");
 }
 
 // ---- MaxUnpool ----
@@ -442,9 +393,9 @@ TEST(VisionMaxUnpool, InvertsMaxPoolIndices) {
     Attributes a;
     a.set("kernel_shape", std::vector<int64_t>{2, 2});
     a.set("strides", std::vector<int64_t>{2, 2});
-    KernelRun p = run_kernel(Op::MaxPool, {&x}, a, 2);
+    RunResult p = run_kernel(Op::MaxPool, {&x}, a, 2);
     ASSERT_TRUE(p.status.is_ok()) << p.status.message();
-    KernelRun u = run_kernel(Op::MaxUnpool, {&p.outputs[0], &p.outputs[1]}, a);
+    RunResult u = run_kernel(Op::MaxUnpool, {&p.outputs[0], &p.outputs[1]}, a);
     ASSERT_TRUE(u.status.is_ok()) << u.status.message();
     ASSERT_EQ(u.outputs[0].dims(), x.dims());
     std::vector<double> want(x2.size(), 0.0);
@@ -452,7 +403,7 @@ TEST(VisionMaxUnpool, InvertsMaxPoolIndices) {
       const int64_t at = p.outputs[1].data<int64_t>()[i];
       want[static_cast<size_t>(at)] = x2[static_cast<size_t>(at)];
     }
-    expect_close(u.outputs[0], want, 1e-6, dtype_name(dt));
+    expect_tensor_near(u.outputs[0], want, 1e-6, dtype_name(dt));
   }
 }
 
@@ -482,10 +433,10 @@ TEST(VisionTfIdf, CountsSkipBigramsForIntAndStringInputs) {
   a.set("pool_int64s", std::vector<int64_t>{2, 3, 2, 3, 3, 2});
   // Row 2 3 7 2: unigram 2 x2, 3 x1; bigram (2,3) at distance 1; (3,2) at distance 2 (3 _ 2 -> skip 1).
   Tensor x = make_tensor<int32_t>({2, 4}, {2, 3, 7, 2, 5, 5, 5, 5});
-  KernelRun r = run_kernel(Op::TfIdfVectorizer, {&x}, a);
+  RunResult r = run_kernel(Op::TfIdfVectorizer, {&x}, a);
   ASSERT_TRUE(r.status.is_ok()) << r.status.message();
   ASSERT_EQ(r.outputs[0].dims(), (Dims{2, 4}));
-  expect_close(r.outputs[0], {2 * 1, 1 * 2, 1 * 3, 1 * 4, 0, 0, 0, 0}, 1e-6, "int");
+  expect_tensor_near(r.outputs[0], {2 * 1, 1 * 2, 1 * 3, 1 * 4, 0, 0, 0, 0}, 1e-6, "int");
 
   Attributes s = a;
   s.erase("pool_int64s");
@@ -493,10 +444,10 @@ TEST(VisionTfIdf, CountsSkipBigramsForIntAndStringInputs) {
   Tensor xs(DataType::kString, {4});
   const char* words[] = {"a", "b", "z", "a"};
   for (int i = 0; i < 4; ++i) xs.data<std::string>()[i] = words[i];
-  KernelRun rs = run_kernel(Op::TfIdfVectorizer, {&xs}, s);
+  RunResult rs = run_kernel(Op::TfIdfVectorizer, {&xs}, s);
   ASSERT_TRUE(rs.status.is_ok()) << rs.status.message();
   ASSERT_EQ(rs.outputs[0].dims(), (Dims{4}));
-  expect_close(rs.outputs[0], {2, 2, 3, 4}, 1e-6, "string");
+  expect_tensor_near(rs.outputs[0], {2, 2, 3, 4}, 1e-6, "string");
 }
 
 TEST(VisionTfIdf, RejectsBadAttributes) {
