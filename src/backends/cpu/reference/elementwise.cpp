@@ -7,6 +7,7 @@
 #include <string>
 
 #include "backends/cpu/reference/elementwise_common.h"
+#include "backends/cpu/reference/numpy_random.h"
 #include "backends/cpu/reference/quantize.h"
 
 namespace kiln {
@@ -337,16 +338,12 @@ Status dropout_kernel(KernelContext& ctx) {
     KILN_ENSURE(s >= 0 && s <= 0xFFFFFFFFll, "seed must be in [0, 2^32), got ", s);
     seed = static_cast<uint32_t>(s);
   } else {
-    seed = std::random_device{}();
+    seed = fresh_random_seed();
   }
-  std::mt19937 gen(seed);
+  NumpyLegacyRandom gen(seed);
   Tensor mask(DataType::kBool, x.dims());
   bool* pm = mask.data<bool>();
-  for (int64_t i = 0; i < mask.size(); ++i) {
-    uint32_t a = static_cast<uint32_t>(gen()) >> 5, b = static_cast<uint32_t>(gen()) >> 6;
-    double u = (a * 67108864.0 + b) / 9007199254740992.0;
-    pm[i] = u >= ratio;
-  }
+  for (int64_t i = 0; i < mask.size(); ++i) pm[i] = gen.next_double() >= ratio;
   bool ok = dispatch_float(x.dtype(), [&]<typename T>() {
     using C = compute_t<T>;
     // numpy: scale = 1 / (1 - ratio) in the ratio's precision (float32).

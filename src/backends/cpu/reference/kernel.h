@@ -67,6 +67,7 @@ Status equal_strings(KernelContext& ctx);
 void register_transformer_kernels(KernelRegistry& r);  // attention, losses, RMSNorm, rotary...
 void register_vision_kernels(KernelRegistry& r);        // NMS, RoiAlign, GridSample, Col2Im, DeformConv...
 void register_quant_kernels(KernelRegistry& r);         // Quantize/DequantizeLinear, QLinear*, *Integer, BitCast
+void register_random_kernels(KernelRegistry& r);        // RandomUniform/Normal(Like), Bernoulli, Multinomial
 
 // Error for an input dtype the kernel does not handle.
 Status unsupported_dtype(Op op, DataType dt, const char* what = "input");

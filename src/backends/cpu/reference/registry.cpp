@@ -17,6 +17,7 @@ const KernelRegistry& reference_kernels() {
     register_transformer_kernels(*r);
     register_vision_kernels(*r);
     register_quant_kernels(*r);
+    register_random_kernels(*r);
     return r;
   }();
   return *reg;
