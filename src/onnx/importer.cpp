@@ -28,6 +28,10 @@ struct ImportContext {
 
 bool is_default_domain(const std::string& d) { return d.empty() || d == "ai.onnx"; }
 
+// Domain of kiln's own ops (fused ops, canonical forms without an ONNX equivalent) in
+// exported models; such nodes import as they are.
+constexpr const char* kKilnDomain = "kiln";
+
 // Maps ONNX op types whose canonical kiln op has another name.
 const std::unordered_map<std::string, Op>& renamed_ops() {
   static const std::unordered_map<std::string, Op> m = {
@@ -53,6 +57,14 @@ std::optional<Op> canonical_op(const std::string& op_type) {
   auto it = renamed_ops().find(op_type);
   if (it != renamed_ops().end()) return it->second;
   return op_from_name(op_type);
+}
+
+// The kiln op for an ONNX (domain, op type), or nullopt when kiln does not support it.
+std::optional<Op> op_for_domain(const std::string& domain, const std::string& op_type) {
+  if (is_default_domain(domain)) return canonical_op(op_type);
+  if (domain == "ai.onnx.preview" && op_type == "FlexAttention") return Op::FlexAttention;
+  if (domain == kKilnDomain) return op_from_name(op_type);  // kiln's own ops, already canonical
+  return std::nullopt;
 }
 
 Result<std::optional<SymShape>> convert_shape(const onnx::TypeProto_Tensor& tt) {
@@ -474,15 +486,14 @@ Status GraphImporter::import(const onnx::GraphProto& gp, Graph& g) {
       g.add_constant(np.output(0), std::move(t));
       continue;
     }
-    std::optional<Op> op = is_default_domain(domain) ? canonical_op(np.op_type()) : std::nullopt;
-    if (domain == "ai.onnx.preview" && np.op_type() == "FlexAttention") op = Op::FlexAttention;
-    if (!op) {
+    std::optional<Op> found = op_for_domain(domain, np.op_type());
+    if (!found) {
       ctx_.unsupported.push_back(cat("node '", name, "': op ", np.op_type(), " (domain '",
                                      domain.empty() ? "ai.onnx" : domain, "', opset ", opset, ")"));
-      op = Op::Identity;  // placeholder so later nodes still resolve their inputs
     }
+    const Op op = found.value_or(Op::Identity);  // placeholder so later nodes still resolve their inputs
     std::vector<std::string> outs(np.output().begin(), np.output().end());
-    Node* n = g.add_node(*op, name, {}, outs);
+    Node* n = g.add_node(op, name, {}, outs);
     n->onnx_op_type = np.op_type();
     n->onnx_domain = domain;
     n->onnx_opset = opset;
@@ -507,7 +518,7 @@ Status GraphImporter::import(const onnx::GraphProto& gp, Graph& g) {
   bool has_unsupported = !ctx_.unsupported.empty();
   for (auto& [np, n] : built) {
     if (has_unsupported) break;  // the caller reports every unsupported node at once
-    KILN_RETURN_IF_ERROR(normalize(n, g));
+    if (n->onnx_domain != kKilnDomain) KILN_RETURN_IF_ERROR(normalize(n, g));
     KILN_RETURN_IF_ERROR(check_node(n));
   }
   // Value info: dtypes and shapes of intermediates when the exporter recorded them.

@@ -2,7 +2,7 @@
 // the importer and the reference backend. Each case runs in a forked child so a crash
 // is reported as a failure of that case instead of ending the run.
 //
-//   kiln_conformance [--baseline FILE] [--filter SUBSTR] [--verbose] [--optimize] LABEL=DIR ...
+//   kiln_conformance [--baseline FILE] [--filter SUBSTR] [--verbose] [--optimize] [--roundtrip] LABEL=DIR ...
 //
 // --optimize runs every model through the graph optimizer first: the optimized graph
 // must compute the same outputs, so the pass counts must not drop.
@@ -22,6 +22,7 @@
 #include <set>
 #include <sstream>
 
+#include "onnx/exporter.h"
 #include "onnx/importer.h"
 #include "onnx/tensor_io.h"
 #include "passes/pass.h"
@@ -131,7 +132,8 @@ std::string group_of(const std::string& message, const std::set<std::string>& op
   return g.size() > 60 ? g.substr(0, 57) + "..." : g;
 }
 
-bool g_optimize = false;  // --optimize: run each model through the optimizer first
+bool g_optimize = false;   // --optimize: run each model through the optimizer first
+bool g_roundtrip = false;  // --roundtrip: export the graph to ONNX and re-import it before running
 
 CaseResult run_case(const fs::path& dir) {
   fs::path model_path = dir / "model.onnx";
@@ -155,6 +157,13 @@ CaseResult run_case(const fs::path& dir) {
   if (g_optimize) {
     auto reports = optimize_graph(*model->graph);
     if (!reports) return {Outcome::kFail, "optimizer", reports.status().message()};
+  }
+  if (g_roundtrip) {
+    auto bytes = export_onnx_bytes(*model->graph);
+    if (!bytes) return {Outcome::kFail, "export", bytes.status().message()};
+    auto again = import_onnx_bytes(*bytes, dir.string(), "exported model");
+    if (!again) return {Outcome::kFail, "export", again.status().message()};
+    model = std::move(again);
   }
   const Graph& g = *model->graph;
   auto sets = sorted_files(dir, "test_data_set_");
@@ -237,6 +246,7 @@ int main(int argc, char** argv) {
     else if (a == "--filter" && i + 1 < argc) filter = argv[++i];
     else if (a == "--verbose") verbose = true;
     else if (a == "--optimize") g_optimize = true;
+    else if (a == "--roundtrip") g_roundtrip = true;
     else if (a.find('=') != std::string::npos) suites.emplace_back(a.substr(0, a.find('=')), a.substr(a.find('=') + 1));
     else {
       std::cerr << "usage: kiln_conformance [--baseline FILE] [--filter SUBSTR] [--verbose] LABEL=DIR ...\n";

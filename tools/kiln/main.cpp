@@ -9,6 +9,7 @@
 
 #include "backends/cpu/reference/kernel.h"
 #include "ir/printer.h"
+#include "onnx/exporter.h"
 #include "onnx/importer.h"
 #include "onnx/tensor_io.h"
 #include "passes/pass.h"
@@ -53,7 +54,7 @@ void print_summary(const std::string& name, const Tensor& t) {
   std::cout << "\n";
 }
 
-int cmd_inspect(const std::string& model_path, bool optimized) {
+int cmd_inspect(const std::string& model_path, bool optimized, const std::string& export_path) {
   auto t0 = std::chrono::steady_clock::now();
   auto model = import_onnx_file(model_path);
   if (!model) return fail(model.status());
@@ -75,6 +76,10 @@ int cmd_inspect(const std::string& model_path, bool optimized) {
                 << " nodes\n";
       for (const std::string& note : r.notes) std::cout << "    " << note << "\n";
     }
+  }
+  if (!export_path.empty()) {
+    if (Status s = export_onnx_file(*model->graph, export_path); !s) return fail(s);
+    std::cout << "Exported the " << (optimized ? "optimized " : "") << "graph to " << export_path << "\n";
   }
   print_graph_summary(*model->graph, std::cout);
   std::cout << "Nodes:\n";
@@ -176,6 +181,9 @@ int main(int argc, char** argv) {
   auto* inspect = app.add_subcommand("inspect", "Print a model's inputs, outputs, op histogram and nodes");
   inspect->add_option("model", inspect_model, "ONNX model file")->required();
   inspect->add_flag("--optimized", inspect_optimized, "Optimize the graph first and print what each pass did");
+  std::string inspect_export;
+  inspect->add_option("--export", inspect_export,
+                      "Write the (optimized) graph as ONNX; fused ops use the 'kiln' domain");
 
   auto* ops = app.add_subcommand("ops", "Print kiln's op table (JSON lines): arity, attributes, backends");
 
@@ -193,7 +201,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 1;
   }
-  if (*inspect) return cmd_inspect(inspect_model, inspect_optimized);
+  if (*inspect) return cmd_inspect(inspect_model, inspect_optimized, inspect_export);
   if (*run) return cmd_run(run_opts);
   if (*ops) return cmd_ops();
   return 1;
