@@ -44,6 +44,15 @@ Status eliminate_dead_code(Graph& g, PassContext& ctx);
 Status fold_constants(Graph& g, PassContext& ctx);
 Status remove_noops(Graph& g, PassContext& ctx);
 Status eliminate_common_subexpressions(Graph& g, PassContext& ctx);
+Status infer_shapes(Graph& g, PassContext& ctx);
+Status fold_shape_ops(Graph& g, PassContext& ctx);
+Status fuse_layernorm_pattern(Graph& g, PassContext& ctx);
+Status fuse_gelu_pattern(Graph& g, PassContext& ctx);
+Status fuse_silu_pattern(Graph& g, PassContext& ctx);
+Status fuse_gemm_epilogue(Graph& g, PassContext& ctx);
+Status fold_batchnorm_into_conv(Graph& g, PassContext& ctx);
+Status fold_scale_into_conv(Graph& g, PassContext& ctx);
+Status fuse_conv_epilogue(Graph& g, PassContext& ctx);
 
 // The ordered pipeline (pipeline.cpp).
 const std::vector<PassInfo>& optimization_pipeline();

@@ -5,10 +5,19 @@ namespace kiln {
 
 const std::vector<PassInfo>& optimization_pipeline() {
   static const std::vector<PassInfo> passes = {
+      {"infer_shapes", 1, infer_shapes},
+      {"fold_shape_ops", 1, fold_shape_ops},
       {"remove_noops", 1, remove_noops},
       {"fold_constants", 1, fold_constants},
       {"eliminate_common_subexpressions", 1, eliminate_common_subexpressions},
       {"eliminate_dead_code", 1, eliminate_dead_code},
+      {"fuse_layernorm_pattern", 2, fuse_layernorm_pattern},
+      {"fuse_gelu_pattern", 2, fuse_gelu_pattern},
+      {"fuse_silu_pattern", 2, fuse_silu_pattern},
+      {"fuse_gemm_epilogue", 2, fuse_gemm_epilogue},
+      {"fold_batchnorm_into_conv", 2, fold_batchnorm_into_conv},
+      {"fold_scale_into_conv", 2, fold_scale_into_conv},
+      {"fuse_conv_epilogue", 2, fuse_conv_epilogue},
   };
   return passes;
 }

@@ -200,6 +200,8 @@ Status conv_transpose_kernel(KernelContext& ctx) {
 
 }  // namespace
 
+Status conv_reference(KernelContext& ctx) { return conv_kernel(ctx); }
+
 void register_conv_kernels(KernelRegistry& r) {
   r.add(Op::Conv, conv_kernel);
   r.add(Op::ConvTranspose, conv_transpose_kernel);

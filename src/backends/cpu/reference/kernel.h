@@ -68,6 +68,8 @@ void register_transformer_kernels(KernelRegistry& r);  // attention, losses, RMS
 void register_vision_kernels(KernelRegistry& r);        // NMS, RoiAlign, GridSample, Col2Im, DeformConv...
 void register_quant_kernels(KernelRegistry& r);         // Quantize/DequantizeLinear, QLinear*, *Integer, BitCast
 void register_random_kernels(KernelRegistry& r);        // RandomUniform/Normal(Like), Bernoulli, Multinomial
+void register_fused_conv_kernels(KernelRegistry& r);   // FusedConv (conv + residual + activation)
+void register_fused_gemm_kernels(KernelRegistry& r);   // FusedGemm (matmul + bias + activation)
 
 // Error for an input dtype the kernel does not handle.
 Status unsupported_dtype(Op op, DataType dt, const char* what = "input");

@@ -14,6 +14,9 @@ void register_norm_kernels(KernelRegistry& r);    // BatchNormalization ... LRN
 void register_resize_kernels(KernelRegistry& r);  // Resize
 void register_pad_kernels(KernelRegistry& r);     // Pad
 
+// The Conv reference kernel (inputs X, W, B; the Conv attributes), for fused ops.
+Status conv_reference(KernelContext& ctx);
+
 // True when the node asks for output i.
 inline bool output_wanted(const KernelContext& ctx, size_t i) {
   return i < ctx.output_wanted.size() && ctx.output_wanted[i];

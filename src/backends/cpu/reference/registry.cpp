@@ -18,6 +18,8 @@ const KernelRegistry& reference_kernels() {
     register_vision_kernels(*r);
     register_quant_kernels(*r);
     register_random_kernels(*r);
+    register_fused_conv_kernels(*r);
+    register_fused_gemm_kernels(*r);
     return r;
   }();
   return *reg;

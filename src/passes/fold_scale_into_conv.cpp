@@ -1,0 +1,109 @@
+// Folds a constant per-output-channel Mul or Add right after a Conv into its weights and
+// bias: conv(x, W, B) * c = conv(x, W * c, B * c) and conv(x, W, B) + c = conv(x, W, B + c),
+// for c a scalar or of shape [M,1,..,1] / [1,M,1,..,1] (M output channels). Computed in
+// double, written in the weight dtype.
+#include <cmath>
+
+#include "passes/pass.h"
+
+namespace kiln {
+
+namespace {
+
+bool is_float_dtype(DataType dt) { return dt == DataType::kFloat32 || dt == DataType::kFloat64; }
+
+Tensor make_tensor(DataType dt, const Dims& dims, const std::vector<double>& v) {
+  Tensor t(dt, dims);
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (dt == DataType::kFloat32) t.data<float>()[i] = static_cast<float>(v[i]);
+    else t.data<double>()[i] = v[i];
+  }
+  return t;
+}
+
+void replace_keeping_name(Graph& g, Value* from, Value* to) {
+  const bool out = g.is_graph_output(from);
+  const std::string name = from->name();
+  g.replace_all_uses_with(from, to);
+  if (out) {
+    g.rename_value(from, g.unique_name(name + "_unfused"));
+    g.rename_value(to, name);
+  }
+}
+
+// The per-output-channel values of constant c broadcast against a Conv output of rank
+// `rank` with M channels, without changing that output's shape; false if c is not so.
+bool per_channel_values(const Value* c, DataType dt, int rank, int64_t M, std::vector<double>* out) {
+  if (!c || !c->is_constant()) return false;
+  const Tensor& t = c->constant();
+  if (t.dtype() != dt || t.rank() > rank || t.size() == 0) return false;
+  const int channel_axis = t.rank() - (rank - 1);  // position of axis 1 in c's dims (may be < 0)
+  for (int i = 0; i < t.rank(); ++i) {
+    if (t.dim(i) == 1) continue;
+    if (i == channel_axis && t.dim(i) == M) continue;
+    return false;
+  }
+  out->resize(static_cast<size_t>(M));
+  for (int64_t m = 0; m < M; ++m) (*out)[static_cast<size_t>(m)] = t.get_double(t.size() == 1 ? 0 : m);
+  return true;
+}
+
+}  // namespace
+
+Status fold_scale_into_conv(Graph& g, PassContext& ctx) {
+  for (Node* n : g.nodes()) {
+    if (n->op() != Op::Mul && n->op() != Op::Add) continue;
+    for (int side = 0; side < 2; ++side) {
+      Value* y = n->input(static_cast<size_t>(side));
+      Value* c = n->input(static_cast<size_t>(1 - side));
+      Node* conv = y ? y->producer() : nullptr;
+      if (!conv || conv->op() != Op::Conv || conv->output(0) != y) continue;
+      if (g.is_graph_output(y) || y->uses().size() != 1 || y == c) continue;
+      Value* w = conv->input(1);
+      Value* b = conv->input(2);
+      if (!w || !w->is_constant() || (b && !b->is_constant())) continue;
+      const Tensor& wt = w->constant();
+      const DataType dt = wt.dtype();
+      if (!is_float_dtype(dt) || wt.rank() < 3 || wt.size() == 0) continue;
+      const int64_t M = wt.dim(0);
+      std::vector<double> cv, bias(static_cast<size_t>(M), 0.0);
+      if (!per_channel_values(c, dt, wt.rank(), M, &cv)) continue;
+      if (b) {
+        const Tensor& bt = b->constant();
+        if (bt.dtype() != dt || bt.size() != M) continue;
+        for (int64_t m = 0; m < M; ++m) bias[static_cast<size_t>(m)] = bt.get_double(m);
+      }
+      const bool mul = n->op() == Op::Mul;
+      bool finite = true;
+      std::vector<double> nb(static_cast<size_t>(M));
+      for (size_t m = 0; m < nb.size(); ++m) {
+        nb[m] = mul ? bias[m] * cv[m] : bias[m] + cv[m];
+        finite &= std::isfinite(nb[m]);
+      }
+      std::vector<double> nw;
+      if (mul) {
+        const int64_t inner = wt.size() / M;
+        nw.resize(static_cast<size_t>(wt.size()));
+        for (int64_t i = 0; i < wt.size(); ++i) {
+          nw[static_cast<size_t>(i)] = wt.get_double(i) * cv[static_cast<size_t>(i / inner)];
+          finite &= std::isfinite(nw[static_cast<size_t>(i)]);
+        }
+      }
+      if (!finite) continue;
+      if (mul) conv->set_input(1, g.add_constant(g.unique_name(w->name() + "_scaled"), make_tensor(dt, wt.dims(), nw)));
+      Value* new_b = g.add_constant(g.unique_name(conv->name() + "_bias_folded"), make_tensor(dt, {M}, nb));
+      if (conv->num_inputs() > 2) conv->set_input(2, new_b);
+      else conv->add_input(new_b);
+      Value* out = n->output(0);
+      y->dtype = out->dtype;
+      y->shape = out->shape;
+      replace_keeping_name(g, out, y);
+      ctx.rewrote(cat("folded ", n->describe(), " into ", conv->describe()));
+      g.remove_node(n);  // now dead; removed at once so a following Mul/Add folds too
+      break;
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace kiln

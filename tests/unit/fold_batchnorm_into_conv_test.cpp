@@ -1,0 +1,211 @@
+// fold_batchnorm_into_conv: structure (BN folded into Conv / ConvTranspose; near misses
+// kept) and numerics (same outputs as the original graph).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "ir/verifier.h"
+#include "model_builder.h"
+#include "onnx/importer.h"
+#include "passes/pass.h"
+#include "runtime/interpreter.h"
+
+namespace kiln {
+namespace {
+
+using namespace kiln::testing;
+
+std::unique_ptr<Graph> load(const onnx::ModelProto& m) {
+  auto r = import_onnx_bytes(m.SerializeAsString(), ".", "test.onnx");
+  EXPECT_TRUE(r.is_ok()) << r.status().message();
+  return r.is_ok() ? std::move(r->graph) : nullptr;
+}
+
+int count(const Graph& g, Op op) {
+  int c = 0;
+  for (Node* n : g.nodes()) c += n->op() == op;
+  return c;
+}
+
+// Runs one pass (and dead-code elimination after it) and returns its rewrite count.
+int run_pass(Graph& g, PassFn pass) {
+  PassReport r;
+  PassContext ctx(r);
+  EXPECT_TRUE(pass(g, ctx).is_ok());
+  PassReport d;
+  PassContext dctx(d);
+  EXPECT_TRUE(eliminate_dead_code(g, dctx).is_ok());
+  EXPECT_TRUE(verify_graph(g).is_ok());
+  return r.rewrites;
+}
+
+// Fresh random float inputs for every graph input (all tests use static float inputs).
+TensorMap random_inputs(const Graph& g, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
+  TensorMap m;
+  for (Value* v : g.inputs()) {
+    Dims d;
+    for (const Dim& dim : *v->shape) d.push_back(dim.value);
+    Tensor t(DataType::kFloat32, d);
+    for (int64_t i = 0; i < t.size(); ++i) {
+      float x = dist(rng);
+      t.data<float>()[i] = x == 0.0f ? 0.5f : x;
+    }
+    m[v->name()] = t;
+  }
+  return m;
+}
+
+// The optimized graph must compute what the original computes, output by output.
+void expect_same_outputs(const onnx::ModelProto& m, const Graph& optimized) {
+  auto original = load(m);
+  ASSERT_TRUE(original);
+  for (uint32_t seed : {1u, 2u, 3u}) {
+    TensorMap in = random_inputs(*original, seed);
+    auto want = Interpreter(*original).run(in);
+    auto got = Interpreter(optimized).run(in);
+    ASSERT_TRUE(want.is_ok()) << want.status().message();
+    ASSERT_TRUE(got.is_ok()) << got.status().message();
+    ASSERT_EQ(want->size(), got->size());
+    for (size_t i = 0; i < want->size(); ++i) {
+      const Tensor& a = (*want)[i];
+      const Tensor& b = (*got)[i];
+      ASSERT_EQ(a.dims(), b.dims());
+      for (int64_t k = 0; k < a.size(); ++k) {
+        ASSERT_FALSE(std::isnan(b.get_double(k)));
+        EXPECT_NEAR(a.get_double(k), b.get_double(k), 1e-5 * (1 + std::fabs(a.get_double(k))));
+      }
+    }
+  }
+}
+
+void add_int_attr(onnx::NodeProto* n, const std::string& name, int64_t v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(v);
+}
+
+// Deterministic values in [lo, hi).
+std::vector<float> values(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// x[1,3,6,6] -> Conv(W[4,3,3,3], B?) -> BatchNormalization(4 channels) -> y
+onnx::ModelProto conv_bn_model(bool with_bias) {
+  auto m = make_model();
+  add_input(m, "x", onnx::TensorProto::FLOAT, {"1", "3", "6", "6"});
+  add_initializer_f32(m, "w", {4, 3, 3, 3}, values(108, 1));
+  std::vector<std::string> conv_in = {"x", "w"};
+  if (with_bias) {
+    add_initializer_f32(m, "b", {4}, values(4, 2));
+    conv_in.push_back("b");
+  }
+  add_initializer_f32(m, "scale", {4}, values(4, 3, 0.5f, 2.0f));
+  add_initializer_f32(m, "bias", {4}, values(4, 4));
+  add_initializer_f32(m, "mean", {4}, values(4, 5));
+  add_initializer_f32(m, "var", {4}, values(4, 6, 0.2f, 3.0f));
+  add_ints_attr(add_node(m, "Conv", conv_in, {"c"}, "conv"), "pads", {1, 1, 1, 1});
+  add_float_attr(add_node(m, "BatchNormalization", {"c", "scale", "bias", "mean", "var"}, {"y"}, "bn"), "epsilon", 1e-3f);
+  add_output(m, "y", onnx::TensorProto::FLOAT, {"1", "4", "6", "6"});
+  return m;
+}
+
+TEST(FoldBatchNormIntoConv, FoldsWithAndWithoutBias) {
+  for (bool with_bias : {true, false}) {
+    auto m = conv_bn_model(with_bias);
+    auto g = load(m);
+    ASSERT_TRUE(g);
+    EXPECT_EQ(run_pass(*g, fold_batchnorm_into_conv), 1);
+    EXPECT_EQ(g->num_nodes(), 1u);
+    ASSERT_EQ(count(*g, Op::Conv), 1);
+    Node* conv = g->nodes()[0];
+    ASSERT_EQ(conv->num_inputs(), 3u);
+    EXPECT_TRUE(conv->input(1)->is_constant());
+    EXPECT_TRUE(conv->input(2)->is_constant());
+    EXPECT_EQ(g->outputs()[0]->name(), "y");  // the graph output keeps its name
+    expect_same_outputs(m, *g);
+  }
+}
+
+TEST(FoldBatchNormIntoConv, FoldsIntoGroupedConvTranspose) {
+  // ConvTranspose W[4,3,2,2], group 2: 6 output channels, then BN(6) -> Relu.
+  auto m = make_model();
+  add_input(m, "x", onnx::TensorProto::FLOAT, {"1", "4", "3", "3"});
+  add_initializer_f32(m, "w", {4, 3, 2, 2}, values(48, 7));
+  add_initializer_f32(m, "b", {6}, values(6, 8));
+  add_initializer_f32(m, "scale", {6}, values(6, 9, 0.5f, 2.0f));
+  add_initializer_f32(m, "bias", {6}, values(6, 10));
+  add_initializer_f32(m, "mean", {6}, values(6, 11));
+  add_initializer_f32(m, "var", {6}, values(6, 12, 0.2f, 3.0f));
+  auto* ct = add_node(m, "ConvTranspose", {"x", "w", "b"}, {"c"}, "convt");
+  add_int_attr(ct, "group", 2);
+  add_ints_attr(ct, "strides", {2, 2});
+  add_node(m, "BatchNormalization", {"c", "scale", "bias", "mean", "var"}, {"n"}, "bn");
+  add_node(m, "Relu", {"n"}, {"y"}, "relu");
+  add_output(m, "y", onnx::TensorProto::FLOAT, {"1", "6", "6", "6"});
+  auto g = load(m);
+  ASSERT_TRUE(g);
+  EXPECT_EQ(run_pass(*g, fold_batchnorm_into_conv), 1);
+  EXPECT_EQ(count(*g, Op::BatchNormalization), 0);
+  EXPECT_EQ(count(*g, Op::ConvTranspose), 1);
+  expect_same_outputs(m, *g);
+}
+
+TEST(FoldBatchNormIntoConv, KeepsNearMisses) {
+  {  // the Conv output has a second user (a graph output)
+    auto m = conv_bn_model(true);
+    add_output(m, "c", onnx::TensorProto::FLOAT, {"1", "4", "6", "6"});
+    auto g = load(m);
+    ASSERT_TRUE(g);
+    EXPECT_EQ(run_pass(*g, fold_batchnorm_into_conv), 0);
+    EXPECT_EQ(count(*g, Op::BatchNormalization), 1);
+    expect_same_outputs(m, *g);
+  }
+  {  // the Conv output also feeds a Relu
+    auto m = conv_bn_model(true);
+    add_node(m, "Relu", {"c"}, {"r"}, "relu");
+    add_output(m, "r", onnx::TensorProto::FLOAT, {"1", "4", "6", "6"});
+    auto g = load(m);
+    ASSERT_TRUE(g);
+    EXPECT_EQ(run_pass(*g, fold_batchnorm_into_conv), 0);
+    EXPECT_EQ(count(*g, Op::BatchNormalization), 1);
+    expect_same_outputs(m, *g);
+  }
+  {  // non-constant BN scale (a graph input)
+    auto m = conv_bn_model(true);
+    auto* inits = m.mutable_graph()->mutable_initializer();
+    for (int i = 0; i < inits->size(); ++i) {
+      if (inits->Get(i).name() == "scale") {
+        inits->DeleteSubrange(i, 1);
+        break;
+      }
+    }
+    add_input(m, "scale", onnx::TensorProto::FLOAT, {"4"});
+    auto g = load(m);
+    ASSERT_TRUE(g);
+    EXPECT_EQ(run_pass(*g, fold_batchnorm_into_conv), 0);
+    EXPECT_EQ(count(*g, Op::BatchNormalization), 1);
+    expect_same_outputs(m, *g);
+  }
+  {  // training_mode=1 normalizes with the batch statistics
+    auto m = conv_bn_model(true);
+    for (auto& n : *m.mutable_graph()->mutable_node()) {
+      if (n.op_type() == "BatchNormalization") add_int_attr(&n, "training_mode", 1);
+    }
+    auto g = load(m);
+    ASSERT_TRUE(g);
+    EXPECT_EQ(run_pass(*g, fold_batchnorm_into_conv), 0);
+    EXPECT_EQ(count(*g, Op::BatchNormalization), 1);
+    expect_same_outputs(m, *g);
+  }
+}
+
+}  // namespace
+}  // namespace kiln

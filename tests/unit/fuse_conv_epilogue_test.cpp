@@ -1,0 +1,264 @@
+// fuse_conv_epilogue: structure (Conv + residual Add + activation become one FusedConv;
+// near misses kept) and numerics (same outputs as the original graph).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "ir/verifier.h"
+#include "model_builder.h"
+#include "onnx/importer.h"
+#include "passes/pass.h"
+#include "runtime/interpreter.h"
+
+namespace kiln {
+namespace {
+
+using namespace kiln::testing;
+
+std::unique_ptr<Graph> load(const onnx::ModelProto& m) {
+  auto r = import_onnx_bytes(m.SerializeAsString(), ".", "test.onnx");
+  EXPECT_TRUE(r.is_ok()) << r.status().message();
+  return r.is_ok() ? std::move(r->graph) : nullptr;
+}
+
+int count(const Graph& g, Op op) {
+  int c = 0;
+  for (Node* n : g.nodes()) c += n->op() == op;
+  return c;
+}
+
+// Runs one pass (and dead-code elimination after it) and returns its rewrite count.
+int run_pass(Graph& g, PassFn pass) {
+  PassReport r;
+  PassContext ctx(r);
+  EXPECT_TRUE(pass(g, ctx).is_ok());
+  PassReport d;
+  PassContext dctx(d);
+  EXPECT_TRUE(eliminate_dead_code(g, dctx).is_ok());
+  EXPECT_TRUE(verify_graph(g).is_ok());
+  return r.rewrites;
+}
+
+// Fresh random float inputs for every graph input (all tests use static float inputs).
+TensorMap random_inputs(const Graph& g, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
+  TensorMap m;
+  for (Value* v : g.inputs()) {
+    Dims d;
+    for (const Dim& dim : *v->shape) d.push_back(dim.value);
+    Tensor t(DataType::kFloat32, d);
+    for (int64_t i = 0; i < t.size(); ++i) {
+      float x = dist(rng);
+      t.data<float>()[i] = x == 0.0f ? 0.5f : x;
+    }
+    m[v->name()] = t;
+  }
+  return m;
+}
+
+// The optimized graph must compute what the original computes, output by output.
+void expect_same_outputs(const onnx::ModelProto& m, const Graph& optimized) {
+  auto original = load(m);
+  ASSERT_TRUE(original);
+  for (uint32_t seed : {1u, 2u, 3u}) {
+    TensorMap in = random_inputs(*original, seed);
+    auto want = Interpreter(*original).run(in);
+    auto got = Interpreter(optimized).run(in);
+    ASSERT_TRUE(want.is_ok()) << want.status().message();
+    ASSERT_TRUE(got.is_ok()) << got.status().message();
+    ASSERT_EQ(want->size(), got->size());
+    for (size_t i = 0; i < want->size(); ++i) {
+      const Tensor& a = (*want)[i];
+      const Tensor& b = (*got)[i];
+      ASSERT_EQ(a.dims(), b.dims());
+      for (int64_t k = 0; k < a.size(); ++k) {
+        ASSERT_FALSE(std::isnan(b.get_double(k)));
+        EXPECT_NEAR(a.get_double(k), b.get_double(k), 1e-5 * (1 + std::fabs(a.get_double(k))));
+      }
+    }
+  }
+}
+
+// Deterministic values in [lo, hi).
+std::vector<float> values(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+const std::vector<std::string> kOut = {"1", "4", "5", "5"};
+
+// x[1,3,5,5] -> Conv(W[4,3,3,3], B, pads 1) -> c [1,4,5,5]; residual input r[1,4,5,5].
+onnx::ModelProto conv_model(int64_t opset = 17) {
+  auto m = make_model(opset);
+  add_input(m, "x", onnx::TensorProto::FLOAT, {"1", "3", "5", "5"});
+  add_input(m, "r", onnx::TensorProto::FLOAT, kOut);
+  add_initializer_f32(m, "w", {4, 3, 3, 3}, values(108, 1));
+  add_initializer_f32(m, "b", {4}, values(4, 2));
+  add_ints_attr(add_node(m, "Conv", {"x", "w", "b"}, {"c"}, "conv"), "pads", {1, 1, 1, 1});
+  add_value_info(m.mutable_graph()->add_value_info(), "c", onnx::TensorProto::FLOAT, kOut);
+  return m;
+}
+
+// Declares the shape of intermediate value `name` (the residual check needs known shapes).
+void declare(onnx::ModelProto& m, const std::string& name) {
+  add_value_info(m.mutable_graph()->add_value_info(), name, onnx::TensorProto::FLOAT, kOut);
+}
+
+// Appends activation `act` from `in` to `out`.
+void add_activation(onnx::ModelProto& m, const std::string& act, const std::string& in, const std::string& out) {
+  if (act == "SiLU") {
+    add_node(m, "Sigmoid", {in}, {"sig"}, "sig");
+    add_node(m, "Mul", {"sig", in}, {out}, "silu_mul");
+  } else if (act == "Clip") {
+    add_initializer_f32(m, "lo", {}, {0.0f});
+    add_initializer_f32(m, "hi", {}, {0.75f});
+    add_node(m, "Clip", {in, "lo", "hi"}, {out}, "clip");
+  } else if (act == "LeakyRelu") {
+    add_float_attr(add_node(m, "LeakyRelu", {in}, {out}, "act"), "alpha", 0.3f);
+  } else if (act == "HardSigmoid") {
+    auto* n = add_node(m, "HardSigmoid", {in}, {out}, "act");
+    add_float_attr(n, "alpha", 0.25f);
+    add_float_attr(n, "beta", 0.4f);
+  } else if (act == "GeluTanh") {
+    auto* n = add_node(m, "Gelu", {in}, {out}, "act");
+    auto* a = n->add_attribute();
+    a->set_name("approximate");
+    a->set_type(onnx::AttributeProto::STRING);
+    a->set_s("tanh");
+  } else {
+    add_node(m, act, {in}, {out}, "act");
+  }
+}
+
+TEST(FuseConvEpilogue, FusesEveryActivationWithAndWithoutResidual) {
+  for (const std::string act : {"Relu", "Clip", "LeakyRelu", "Sigmoid", "HardSigmoid", "HardSwish", "SiLU", "Tanh",
+                                "Gelu", "GeluTanh"}) {
+    for (bool residual : {false, true}) {
+      SCOPED_TRACE(act + (residual ? " with residual" : ""));
+      auto m = conv_model(20);
+      std::string in = "c";
+      if (residual) {
+        add_node(m, "Add", {"r", "c"}, {"s"}, "residual");
+        declare(m, "s");
+        in = "s";
+      }
+      add_activation(m, act, in, "y");
+      add_output(m, "y", onnx::TensorProto::FLOAT, kOut);
+      auto g = load(m);
+      ASSERT_TRUE(g);
+      EXPECT_EQ(run_pass(*g, fuse_conv_epilogue), 1);
+      ASSERT_EQ(g->num_nodes(), 1u);
+      Node* f = g->nodes()[0];
+      ASSERT_EQ(f->op(), Op::FusedConv);
+      EXPECT_EQ(f->num_inputs(), residual ? 4u : 3u);
+      EXPECT_EQ(f->attrs.get_string("activation", ""), act == "GeluTanh" ? "Gelu" : act);
+      EXPECT_EQ(f->attrs.get_ints("pads"), (std::vector<int64_t>{1, 1, 1, 1}));
+      EXPECT_EQ(g->outputs()[0]->name(), "y");
+      expect_same_outputs(m, *g);
+    }
+  }
+}
+
+TEST(FuseConvEpilogue, FusesResidualAloneAndFeedsLaterNodes) {
+  // Conv + Add(residual) with no activation, its result feeding an Exp.
+  auto m = conv_model();
+  add_node(m, "Add", {"c", "r"}, {"s"}, "residual");
+  declare(m, "s");
+  add_node(m, "Exp", {"s"}, {"y"}, "exp");
+  add_output(m, "y", onnx::TensorProto::FLOAT, kOut);
+  auto g = load(m);
+  ASSERT_TRUE(g);
+  EXPECT_EQ(run_pass(*g, fuse_conv_epilogue), 1);
+  EXPECT_EQ(count(*g, Op::FusedConv), 1);
+  EXPECT_EQ(count(*g, Op::Add), 0);
+  EXPECT_EQ(count(*g, Op::Exp), 1);
+  expect_same_outputs(m, *g);
+}
+
+TEST(FuseConvEpilogue, KeepsNearMisses) {
+  {  // the Conv output is also a graph output
+    auto m = conv_model();
+    add_node(m, "Relu", {"c"}, {"y"}, "relu");
+    add_output(m, "y", onnx::TensorProto::FLOAT, kOut);
+    add_output(m, "c", onnx::TensorProto::FLOAT, kOut);
+    auto g = load(m);
+    ASSERT_TRUE(g);
+    EXPECT_EQ(run_pass(*g, fuse_conv_epilogue), 0);
+    EXPECT_EQ(count(*g, Op::FusedConv), 0);
+    expect_same_outputs(m, *g);
+  }
+  {  // a broadcasting Add (not a residual of the output's shape) blocks the chain
+    auto m = conv_model();
+    add_input(m, "t", onnx::TensorProto::FLOAT, {"1", "4", "1", "1"});
+    add_node(m, "Add", {"c", "t"}, {"s"}, "add");
+    add_node(m, "Relu", {"s"}, {"y"}, "relu");
+    add_output(m, "y", onnx::TensorProto::FLOAT, kOut);
+    auto g = load(m);
+    ASSERT_TRUE(g);
+    EXPECT_EQ(run_pass(*g, fuse_conv_epilogue), 0);
+    expect_same_outputs(m, *g);
+  }
+  {  // Clip with a non-constant bound
+    auto m = conv_model();
+    add_input(m, "hi", onnx::TensorProto::FLOAT, {});
+    add_node(m, "Clip", {"c", "", "hi"}, {"y"}, "clip");
+    add_output(m, "y", onnx::TensorProto::FLOAT, kOut);
+    auto g = load(m);
+    ASSERT_TRUE(g);
+    EXPECT_EQ(run_pass(*g, fuse_conv_epilogue), 0);
+    expect_same_outputs(m, *g);
+  }
+  {  // the residual sum has a second user: only nothing is fused past it
+    auto m = conv_model();
+    add_node(m, "Add", {"c", "r"}, {"s"}, "residual");
+    declare(m, "s");
+    add_node(m, "Relu", {"s"}, {"y"}, "relu");
+    add_node(m, "Exp", {"s"}, {"e"}, "exp");
+    add_output(m, "y", onnx::TensorProto::FLOAT, kOut);
+    add_output(m, "e", onnx::TensorProto::FLOAT, kOut);
+    auto g = load(m);
+    ASSERT_TRUE(g);
+    EXPECT_EQ(run_pass(*g, fuse_conv_epilogue), 1);  // Conv + Add only
+    EXPECT_EQ(count(*g, Op::FusedConv), 1);
+    EXPECT_EQ(count(*g, Op::Relu), 1);
+    EXPECT_EQ(count(*g, Op::Exp), 1);
+    for (Node* n : g->nodes()) {
+      if (n->op() == Op::FusedConv) {
+        EXPECT_EQ(n->attrs.get_string("activation", ""), "None");
+      }
+    }
+    expect_same_outputs(m, *g);
+  }
+}
+
+TEST(FuseConvEpilogue, PipelineFoldsBatchNormScaleAndFusesActivation) {
+  // Conv -> BN -> Mul(per-channel) -> Add(residual) -> Relu: one FusedConv at level 2.
+  auto m = conv_model();
+  add_initializer_f32(m, "scale", {4}, values(4, 3, 0.5f, 2.0f));
+  add_initializer_f32(m, "bias", {4}, values(4, 4));
+  add_initializer_f32(m, "mean", {4}, values(4, 5));
+  add_initializer_f32(m, "var", {4}, values(4, 6, 0.2f, 3.0f));
+  add_initializer_f32(m, "k", {4, 1, 1}, values(4, 7));
+  add_node(m, "BatchNormalization", {"c", "scale", "bias", "mean", "var"}, {"n"}, "bn");
+  add_node(m, "Mul", {"n", "k"}, {"p"}, "mul");
+  add_node(m, "Add", {"p", "r"}, {"s"}, "residual");
+  declare(m, "s");
+  add_node(m, "Relu", {"s"}, {"y"}, "relu");
+  add_output(m, "y", onnx::TensorProto::FLOAT, kOut);
+  auto g = load(m);
+  ASSERT_TRUE(g);
+  auto reports = optimize_graph(*g);
+  ASSERT_TRUE(reports.is_ok()) << reports.status().message();
+  ASSERT_EQ(g->num_nodes(), 1u);
+  EXPECT_EQ(g->nodes()[0]->op(), Op::FusedConv);
+  EXPECT_EQ(g->outputs()[0]->name(), "y");
+  expect_same_outputs(m, *g);
+}
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,239 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "ir/verifier.h"
+#include "model_builder.h"
+#include "onnx/importer.h"
+#include "passes/pass.h"
+#include "runtime/interpreter.h"
+
+namespace kiln {
+namespace {
+
+using namespace kiln::testing;
+
+std::unique_ptr<Graph> load(const onnx::ModelProto& m) {
+  auto r = import_onnx_bytes(m.SerializeAsString(), ".", "test.onnx");
+  EXPECT_TRUE(r.is_ok()) << r.status().message();
+  return r.is_ok() ? std::move(r->graph) : nullptr;
+}
+
+int count(const Graph& g, Op op) {
+  int c = 0;
+  for (Node* n : g.nodes()) c += n->op() == op;
+  return c;
+}
+
+// Runs one pass (and dead-code elimination after it) and returns its rewrite count.
+int run_pass(Graph& g, PassFn pass) {
+  PassReport r;
+  PassContext ctx(r);
+  EXPECT_TRUE(pass(g, ctx).is_ok());
+  PassReport d;
+  PassContext dctx(d);
+  EXPECT_TRUE(eliminate_dead_code(g, dctx).is_ok());
+  EXPECT_TRUE(verify_graph(g).is_ok());
+  return r.rewrites;
+}
+
+// Fresh random float inputs for every graph input (all tests use static float inputs).
+TensorMap random_inputs(const Graph& g, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
+  TensorMap m;
+  for (Value* v : g.inputs()) {
+    Dims d;
+    for (const Dim& dim : *v->shape) d.push_back(dim.value);
+    Tensor t(DataType::kFloat32, d);
+    for (int64_t i = 0; i < t.size(); ++i) {
+      float x = dist(rng);
+      t.data<float>()[i] = x == 0.0f ? 0.5f : x;
+    }
+    m[v->name()] = t;
+  }
+  return m;
+}
+
+// The optimized graph must compute what the original computes, output by output (the
+// fused op evaluates the same formula with other rounding: float tolerance).
+void expect_same_outputs(const onnx::ModelProto& m, const Graph& optimized, double tol = 2e-6) {
+  auto original = load(m);
+  ASSERT_TRUE(original);
+  for (uint32_t seed : {1u, 2u, 3u}) {
+    TensorMap in = random_inputs(*original, seed);
+    auto want = Interpreter(*original).run(in);
+    auto got = Interpreter(optimized).run(in);
+    ASSERT_TRUE(want.is_ok()) << want.status().message();
+    ASSERT_TRUE(got.is_ok()) << got.status().message();
+    ASSERT_EQ(want->size(), got->size());
+    for (size_t i = 0; i < want->size(); ++i) {
+      const Tensor& a = (*want)[i];
+      const Tensor& b = (*got)[i];
+      ASSERT_EQ(a.dims(), b.dims());
+      for (int64_t k = 0; k < a.size(); ++k) {
+        ASSERT_FALSE(std::isnan(b.get_double(k)));
+        EXPECT_NEAR(a.get_double(k), b.get_double(k), tol * (1 + std::fabs(a.get_double(k))));
+      }
+    }
+  }
+}
+
+void add_scalar(onnx::ModelProto& m, const std::string& name, float v) { add_initializer_f32(m, name, {}, {v}); }
+
+// Erf form in PyTorch's export order: Mul(Mul(x, 1 + Erf(x / 1.4142)), 0.5).
+onnx::ModelProto erf_gelu_torch_order(float sqrt2 = 1.4142135f, float half = 0.5f) {
+  auto m = make_model();
+  add_input(m, "x", onnx::TensorProto::FLOAT, {"2", "6"});
+  add_scalar(m, "sqrt2", sqrt2);
+  add_scalar(m, "one", 1.0f);
+  add_scalar(m, "half", half);
+  add_node(m, "Div", {"x", "sqrt2"}, {"d"}, "div");
+  add_node(m, "Erf", {"d"}, {"e"}, "erf");
+  add_node(m, "Add", {"e", "one"}, {"p"}, "add");
+  add_node(m, "Mul", {"x", "p"}, {"xp"}, "mul1");
+  add_node(m, "Mul", {"xp", "half"}, {"y"}, "mul2");
+  add_output(m, "y", onnx::TensorProto::FLOAT, {"2", "6"});
+  return m;
+}
+
+TEST(FuseGeluPattern, ErfFormTorchOrder) {
+  auto m = erf_gelu_torch_order();
+  auto g = load(m);
+  EXPECT_EQ(run_pass(*g, fuse_gelu_pattern), 1);
+  ASSERT_EQ(g->num_nodes(), 1u);
+  Node* n = g->nodes()[0];
+  EXPECT_EQ(n->op(), Op::Gelu);
+  EXPECT_EQ(n->attrs.get_string("approximate", ""), "none");
+  EXPECT_EQ(g->outputs()[0]->name(), "y");
+  expect_same_outputs(m, *g);
+}
+
+TEST(FuseGeluPattern, ErfFormOnnxOrderWithReciprocalAndSum) {
+  // Mul(Mul(0.5, x), Sum(1, Erf(x * 0.70710678))), feeding another node.
+  auto m = make_model();
+  add_input(m, "x", onnx::TensorProto::FLOAT, {"2", "6"});
+  add_scalar(m, "rsqrt2", 0.70710678f);
+  add_scalar(m, "one", 1.0f);
+  add_initializer_f32(m, "half", {1, 1}, {0.5f});
+  add_node(m, "Mul", {"rsqrt2", "x"}, {"d"}, "scale");
+  add_node(m, "Erf", {"d"}, {"e"}, "erf");
+  add_node(m, "Sum", {"one", "e"}, {"p"}, "sum");
+  add_node(m, "Mul", {"half", "x"}, {"hx"}, "mul1");
+  add_node(m, "Mul", {"hx", "p"}, {"y"}, "mul2");
+  add_node(m, "Neg", {"y"}, {"z"}, "neg");
+  add_output(m, "z", onnx::TensorProto::FLOAT, {"2", "6"});
+  auto g = load(m);
+  EXPECT_EQ(run_pass(*g, fuse_gelu_pattern), 1);
+  EXPECT_EQ(g->num_nodes(), 2u);
+  EXPECT_EQ(count(*g, Op::Gelu), 1);
+  expect_same_outputs(m, *g);
+}
+
+onnx::ModelProto tanh_gelu(bool pow_cube) {
+  auto m = make_model();
+  add_input(m, "x", onnx::TensorProto::FLOAT, {"3", "4"});
+  add_scalar(m, "three", 3.0f);
+  add_scalar(m, "c", 0.044715f);
+  add_scalar(m, "k", 0.7978845608f);
+  add_scalar(m, "one", 1.0f);
+  add_scalar(m, "half", 0.5f);
+  if (pow_cube) {
+    add_node(m, "Pow", {"x", "three"}, {"x3"}, "pow");
+  } else {
+    add_node(m, "Mul", {"x", "x"}, {"x2"}, "sq");
+    add_node(m, "Mul", {"x2", "x"}, {"x3"}, "cube");
+  }
+  add_node(m, "Mul", {"x3", "c"}, {"cx3"}, "mulc");
+  add_node(m, "Add", {"x", "cx3"}, {"s"}, "adds");
+  add_node(m, "Mul", {"k", "s"}, {"t"}, "mulk");
+  add_node(m, "Tanh", {"t"}, {"th"}, "tanh");
+  add_node(m, "Add", {"one", "th"}, {"p"}, "add1");
+  add_node(m, "Mul", {"x", "half"}, {"hx"}, "mulh");
+  add_node(m, "Mul", {"p", "hx"}, {"y"}, "mul");
+  add_output(m, "y", onnx::TensorProto::FLOAT, {"3", "4"});
+  return m;
+}
+
+TEST(FuseGeluPattern, TanhFormWithPow) {
+  auto m = tanh_gelu(true);
+  auto g = load(m);
+  EXPECT_EQ(run_pass(*g, fuse_gelu_pattern), 1);
+  ASSERT_EQ(g->num_nodes(), 1u);
+  EXPECT_EQ(g->nodes()[0]->op(), Op::Gelu);
+  EXPECT_EQ(g->nodes()[0]->attrs.get_string("approximate", ""), "tanh");
+  expect_same_outputs(m, *g);
+}
+
+TEST(FuseGeluPattern, TanhFormWithMulCube) {
+  auto m = tanh_gelu(false);
+  auto g = load(m);
+  EXPECT_EQ(run_pass(*g, fuse_gelu_pattern), 1);
+  ASSERT_EQ(g->num_nodes(), 1u);
+  EXPECT_EQ(g->nodes()[0]->attrs.get_string("approximate", ""), "tanh");
+  expect_same_outputs(m, *g);
+}
+
+TEST(FuseGeluPattern, OnnxFunctionBodyWithCastLikeConstants) {
+  // The ONNX Gelu function body: constants are CastLike(c, x), sqrt(2) is Sqrt(CastLike(2, x)).
+  auto m = make_model(20);
+  add_input(m, "x", onnx::TensorProto::FLOAT, {"2", "6"});
+  add_scalar(m, "half", 0.5f);
+  add_scalar(m, "one", 1.0f);
+  add_scalar(m, "two", 2.0f);
+  add_node(m, "CastLike", {"half", "x"}, {"half_c"}, "cl_half");
+  add_node(m, "CastLike", {"one", "x"}, {"one_c"}, "cl_one");
+  add_node(m, "CastLike", {"two", "x"}, {"two_c"}, "cl_two");
+  add_node(m, "Sqrt", {"two_c"}, {"sqrt2"}, "sqrt");
+  add_node(m, "Div", {"x", "sqrt2"}, {"d"}, "div");
+  add_node(m, "Erf", {"d"}, {"e"}, "erf");
+  add_node(m, "Sum", {"one_c", "e"}, {"p"}, "sum");
+  add_node(m, "Mul", {"half_c", "x"}, {"hx"}, "mul1");
+  add_node(m, "Mul", {"hx", "p"}, {"y"}, "mul2");
+  add_output(m, "y", onnx::TensorProto::FLOAT, {"2", "6"});
+  auto g = load(m);
+  EXPECT_EQ(run_pass(*g, fuse_gelu_pattern), 1);
+  ASSERT_EQ(g->num_nodes(), 1u);
+  EXPECT_EQ(g->nodes()[0]->op(), Op::Gelu);
+  expect_same_outputs(m, *g);
+}
+
+TEST(FuseGeluPattern, WrongConstantsStay) {
+  for (auto m : {erf_gelu_torch_order(1.5f, 0.5f), erf_gelu_torch_order(1.4142135f, 0.6f)}) {
+    auto g = load(m);
+    EXPECT_EQ(run_pass(*g, fuse_gelu_pattern), 0);
+    EXPECT_EQ(g->num_nodes(), 5u);
+    expect_same_outputs(m, *g);
+  }
+}
+
+TEST(FuseGeluPattern, IntermediateWithSecondUserStays) {
+  auto m = erf_gelu_torch_order();
+  add_output(m, "e", onnx::TensorProto::FLOAT, {"2", "6"});
+  auto g = load(m);
+  EXPECT_EQ(run_pass(*g, fuse_gelu_pattern), 0);
+  EXPECT_EQ(count(*g, Op::Gelu), 0);
+  expect_same_outputs(m, *g);
+}
+
+TEST(FuseGeluPattern, ErfOfOtherTensorStays) {
+  auto m = make_model();
+  add_input(m, "x", onnx::TensorProto::FLOAT, {"2", "6"});
+  add_input(m, "w", onnx::TensorProto::FLOAT, {"2", "6"});
+  add_scalar(m, "sqrt2", 1.4142135f);
+  add_scalar(m, "one", 1.0f);
+  add_scalar(m, "half", 0.5f);
+  add_node(m, "Div", {"w", "sqrt2"}, {"d"}, "div");
+  add_node(m, "Erf", {"d"}, {"e"}, "erf");
+  add_node(m, "Add", {"e", "one"}, {"p"}, "add");
+  add_node(m, "Mul", {"x", "p"}, {"xp"}, "mul1");
+  add_node(m, "Mul", {"xp", "half"}, {"y"}, "mul2");
+  add_output(m, "y", onnx::TensorProto::FLOAT, {"2", "6"});
+  auto g = load(m);
+  EXPECT_EQ(run_pass(*g, fuse_gelu_pattern), 0);
+  expect_same_outputs(m, *g);
+}
+
+}  // namespace
+}  // namespace kiln

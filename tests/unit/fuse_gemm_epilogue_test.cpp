@@ -1,0 +1,161 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "ir/verifier.h"
+#include "model_builder.h"
+#include "onnx/importer.h"
+#include "passes/pass.h"
+#include "runtime/interpreter.h"
+
+namespace kiln {
+namespace {
+
+using namespace kiln::testing;
+
+std::unique_ptr<Graph> load(const onnx::ModelProto& m) {
+  auto r = import_onnx_bytes(m.SerializeAsString(), ".", "test.onnx");
+  EXPECT_TRUE(r.is_ok()) << r.status().message();
+  return r.is_ok() ? std::move(r->graph) : nullptr;
+}
+
+int count(const Graph& g, Op op) {
+  int c = 0;
+  for (Node* n : g.nodes()) c += n->op() == op;
+  return c;
+}
+
+// Runs one pass (and dead-code elimination after it) and returns its rewrite count.
+int run_pass(Graph& g, PassFn pass) {
+  PassReport r;
+  PassContext ctx(r);
+  EXPECT_TRUE(pass(g, ctx).is_ok());
+  PassReport d;
+  PassContext dctx(d);
+  EXPECT_TRUE(eliminate_dead_code(g, dctx).is_ok());
+  EXPECT_TRUE(verify_graph(g).is_ok());
+  return r.rewrites;
+}
+
+// Fresh random float inputs for every graph input (all tests use static float inputs).
+TensorMap random_inputs(const Graph& g, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
+  TensorMap m;
+  for (Value* v : g.inputs()) {
+    Dims d;
+    for (const Dim& dim : *v->shape) d.push_back(dim.value);
+    Tensor t(DataType::kFloat32, d);
+    for (int64_t i = 0; i < t.size(); ++i) {
+      float x = dist(rng);
+      t.data<float>()[i] = x == 0.0f ? 0.5f : x;
+    }
+    m[v->name()] = t;
+  }
+  return m;
+}
+
+// The optimized graph must compute what the original computes, output by output (the
+// fused op evaluates the same formula with other rounding: float tolerance).
+void expect_same_outputs(const onnx::ModelProto& m, const Graph& optimized, double tol = 2e-6) {
+  auto original = load(m);
+  ASSERT_TRUE(original);
+  for (uint32_t seed : {1u, 2u, 3u}) {
+    TensorMap in = random_inputs(*original, seed);
+    auto want = Interpreter(*original).run(in);
+    auto got = Interpreter(optimized).run(in);
+    ASSERT_TRUE(want.is_ok()) << want.status().message();
+    ASSERT_TRUE(got.is_ok()) << got.status().message();
+    ASSERT_EQ(want->size(), got->size());
+    for (size_t i = 0; i < want->size(); ++i) {
+      const Tensor& a = (*want)[i];
+      const Tensor& b = (*got)[i];
+      ASSERT_EQ(a.dims(), b.dims());
+      for (int64_t k = 0; k < a.size(); ++k) {
+        ASSERT_FALSE(std::isnan(b.get_double(k)));
+        EXPECT_NEAR(a.get_double(k), b.get_double(k), tol * (1 + std::fabs(a.get_double(k))));
+      }
+    }
+  }
+}
+
+
+
+std::vector<float> ramp(size_t n, float start, float step) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = start + step * static_cast<float>(i);
+  return v;
+}
+
+// x [3, 4] @ W [4, 5] + b [5], then the given activation ("" for none).
+onnx::ModelProto matmul_bias(const std::string& act, bool bias_first = false) {
+  auto m = make_model(20);
+  add_input(m, "x", onnx::TensorProto::FLOAT, {"3", "4"});
+  add_initializer_f32(m, "w", {4, 5}, ramp(20, -1.0f, 0.1f));
+  add_initializer_f32(m, "b", {5}, ramp(5, -0.5f, 0.25f));
+  add_node(m, "MatMul", {"x", "w"}, {"mm"}, "matmul");
+  if (bias_first) add_node(m, "Add", {"b", "mm"}, {act.empty() ? "y" : "s"}, "add");
+  else add_node(m, "Add", {"mm", "b"}, {act.empty() ? "y" : "s"}, "add");
+  if (!act.empty()) add_node(m, act, {"s"}, {"y"}, "act");
+  add_output(m, "y", onnx::TensorProto::FLOAT, {"3", "5"});
+  return m;
+}
+
+TEST(FuseGemmEpilogue, MatMulBiasRelu) {
+  auto m = matmul_bias("Relu");
+  auto g = load(m);
+  EXPECT_EQ(run_pass(*g, fuse_gemm_epilogue), 1);
+  ASSERT_EQ(g->num_nodes(), 1u);
+  Node* n = g->nodes()[0];
+  EXPECT_EQ(n->op(), Op::FusedGemm);
+  EXPECT_EQ(n->attrs.get_string("activation", ""), "Relu");
+  EXPECT_EQ(g->outputs()[0]->name(), "y");
+  expect_same_outputs(m, *g, 0.0);
+}
+
+TEST(FuseGemmEpilogue, MatMulBiasGeluAndNoActivation) {
+  for (auto m : {matmul_bias("Gelu"), matmul_bias("", true)}) {
+    auto g = load(m);
+    EXPECT_EQ(run_pass(*g, fuse_gemm_epilogue), 1);
+    ASSERT_EQ(g->num_nodes(), 1u);
+    EXPECT_EQ(g->nodes()[0]->op(), Op::FusedGemm);
+    expect_same_outputs(m, *g, 0.0);
+  }
+}
+
+TEST(FuseGemmEpilogue, ActivationOnOtherOpStaysOutside) {
+  auto m = matmul_bias("Sigmoid");
+  auto g = load(m);
+  EXPECT_EQ(run_pass(*g, fuse_gemm_epilogue), 1);
+  EXPECT_EQ(g->num_nodes(), 2u);
+  EXPECT_EQ(count(*g, Op::FusedGemm), 1);
+  EXPECT_EQ(count(*g, Op::Sigmoid), 1);
+  expect_same_outputs(m, *g, 0.0);
+}
+
+TEST(FuseGemmEpilogue, NearMissesStay) {
+  auto m = make_model(20);
+  add_input(m, "x", onnx::TensorProto::FLOAT, {"3", "4"});
+  add_input(m, "wi", onnx::TensorProto::FLOAT, {"4", "5"});
+  add_initializer_f32(m, "w", {4, 5}, ramp(20, -1.0f, 0.1f));
+  add_initializer_f32(m, "b", {5}, ramp(5, -0.5f, 0.25f));
+  add_initializer_f32(m, "b2", {3, 5}, ramp(15, -0.5f, 0.1f));
+  // Non-constant weight.
+  add_node(m, "MatMul", {"x", "wi"}, {"mm1"}, "mm1");
+  add_node(m, "Add", {"mm1", "b"}, {"y1"}, "add1");
+  // 2-D bias.
+  add_node(m, "MatMul", {"x", "w"}, {"mm2"}, "mm2");
+  add_node(m, "Add", {"mm2", "b2"}, {"y2"}, "add2");
+  // MatMul output with a second user.
+  add_node(m, "MatMul", {"x", "w"}, {"mm3"}, "mm3");
+  add_node(m, "Add", {"mm3", "b"}, {"y3"}, "add3");
+  for (const char* o : {"y1", "y2", "mm3", "y3"}) add_output(m, o, onnx::TensorProto::FLOAT, {"3", "5"});
+  auto g = load(m);
+  EXPECT_EQ(run_pass(*g, fuse_gemm_epilogue), 0);
+  EXPECT_EQ(g->num_nodes(), 6u);
+  expect_same_outputs(m, *g, 0.0);
+}
+
+}  // namespace
+}  // namespace kiln
