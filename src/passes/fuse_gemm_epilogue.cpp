@@ -2,14 +2,14 @@
 // constant [K, N] and bias a constant [N] of the same float dtype. The FusedGemm kernel
 // runs the MatMul, Add and activation kernels themselves, so results are bit-identical.
 #include "passes/pass.h"
+#include "passes/pattern_util.h"
 
 namespace kiln {
 
 namespace {
 
-bool single_use(const Graph& g, const Value* v) {
-  return v && v->uses().size() == 1 && !g.is_graph_output(v);
-}
+using pattern::single_use;
+
 
 }  // namespace
 

@@ -6,14 +6,14 @@
 #include <cmath>
 
 #include "passes/pass.h"
+#include "passes/pattern_util.h"
 
 namespace kiln {
 
 namespace {
 
-bool single_use(const Graph& g, const Value* v) {
-  return v && v->uses().size() == 1 && !g.is_graph_output(v);
-}
+using pattern::single_use;
+
 
 Node* producer_op(const Value* v, Op op) {
   Node* n = v ? v->producer() : nullptr;

@@ -3,46 +3,18 @@
 #include <cmath>
 
 #include "passes/pass.h"
+#include "passes/pattern_util.h"
 
 namespace kiln {
 
 namespace {
 
-bool single_use(const Graph& g, const Value* v) {
-  return v && v->uses().size() == 1 && !g.is_graph_output(v);
-}
+using pattern::scalar_value;
+using pattern::single_use;
+
 
 bool near(double a, double b, double rel) { return std::fabs(a - b) <= rel * std::fabs(b); }
 
-// A one-element constant of x's dtype that broadcasts into x without changing x's shape,
-// possibly behind Cast/CastLike and Sqrt (exporters' function bodies build constants as
-// Sqrt(CastLike(c, x)), which does not fold while x is not constant). Sets *out to its value.
-bool scalar_value(const Value* v, const Value* x, double* out, int depth = 0) {
-  if (!v || !x || depth > 3) return false;
-  const Value* src = v;
-  Node* p = v->is_constant() ? nullptr : v->producer();
-  if (p && p->op() == Op::Sqrt) {
-    double s = 0;
-    if (!scalar_value(p->input(0), x, &s, depth + 1)) return false;
-    *out = std::sqrt(s);
-    return true;
-  }
-  if (p && p->op() == Op::Cast) {
-    const DataType target = p->input(1) ? p->input(1)->dtype
-                                        : static_cast<DataType>(p->attrs.get_int("to", 0));
-    if (target != x->dtype) return false;
-    src = p->input(0);
-  } else if (p) {
-    return false;
-  }
-  if (!src || !src->is_constant()) return false;
-  const Tensor& t = src->constant();
-  if ((src == v && t.dtype() != x->dtype) || !is_supported_dtype(t.dtype()) || !is_float(t.dtype()) || t.size() != 1)
-    return false;
-  if (t.rank() > 0 && (!x->shape || static_cast<int>(x->shape->size()) < t.rank())) return false;
-  *out = t.get_double(0);
-  return true;
-}
 
 // Computes `op`(x) in place of `old_out`: the new output takes over old_out's name (graph
 // outputs keep their names); the unfused nodes are left dead for eliminate_dead_code.
