@@ -5,12 +5,14 @@
 #include <cmath>
 
 #include "passes/pass.h"
+#include "passes/pattern_util.h"
 
 namespace kiln {
 
 namespace {
 
-bool is_float_dtype(DataType dt) { return dt == DataType::kFloat32 || dt == DataType::kFloat64; }
+using pattern::replace_keeping_name;
+
 
 // Reads a constant float tensor with exactly n elements into doubles.
 bool read_doubles(const Value* v, DataType dt, int64_t n, std::vector<double>* out) {
@@ -22,26 +24,7 @@ bool read_doubles(const Value* v, DataType dt, int64_t n, std::vector<double>* o
   return true;
 }
 
-Tensor make_tensor(DataType dt, const Dims& dims, const std::vector<double>& v) {
-  Tensor t(dt, dims);
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (dt == DataType::kFloat32) t.data<float>()[i] = static_cast<float>(v[i]);
-    else t.data<double>()[i] = v[i];
-  }
-  return t;
-}
 
-// Redirects the users of `from` to `to`; a graph output keeps its name (the model's
-// interface): `to` takes it over and the dead `from` gets a fresh one.
-void replace_keeping_name(Graph& g, Value* from, Value* to) {
-  const bool out = g.is_graph_output(from);
-  const std::string name = from->name();
-  g.replace_all_uses_with(from, to);
-  if (out) {
-    g.rename_value(from, g.unique_name(name + "_unfused"));
-    g.rename_value(to, name);
-  }
-}
 
 bool only_user_is(Graph& g, const Value* v, const Node* user) {
   return v && !g.is_graph_output(v) && v->uses().size() == 1 && v->uses()[0].node == user;
@@ -67,7 +50,7 @@ Status fold_batchnorm_into_conv(Graph& g, PassContext& ctx) {
     if (!w || !w->is_constant() || (b && !b->is_constant())) continue;
     const Tensor& wt = w->constant();
     const DataType dt = wt.dtype();
-    if (!is_float_dtype(dt) || wt.rank() < 3 || wt.size() == 0) continue;
+    if (!pattern::is_foldable_float(dt) || wt.rank() < 3 || wt.size() == 0) continue;
     const int64_t group = conv->attrs.get_int("group", 1);
     if (group < 1) continue;
     // Output channels and, for each W row (axis 0) and column (axis 1), its channel.
@@ -102,8 +85,8 @@ Status fold_batchnorm_into_conv(Graph& g, PassContext& ctx) {
     for (double v : nw) finite &= std::isfinite(v);
     for (double v : nb) finite &= std::isfinite(v);
     if (!finite) continue;
-    Value* new_w = g.add_constant(g.unique_name(w->name() + "_bnfolded"), make_tensor(dt, wt.dims(), nw));
-    Value* new_b = g.add_constant(g.unique_name(conv->name() + "_bias_bnfolded"), make_tensor(dt, {M}, nb));
+    Value* new_w = g.add_constant(g.unique_name(w->name() + "_bnfolded"), pattern::tensor_from_doubles(dt, wt.dims(), nw));
+    Value* new_b = g.add_constant(g.unique_name(conv->name() + "_bias_bnfolded"), pattern::tensor_from_doubles(dt, {M}, nb));
     conv->set_input(1, new_w);
     if (conv->num_inputs() > 2) conv->set_input(2, new_b);
     else conv->add_input(new_b);

@@ -5,31 +5,16 @@
 #include <cmath>
 
 #include "passes/pass.h"
+#include "passes/pattern_util.h"
 
 namespace kiln {
 
 namespace {
 
-bool is_float_dtype(DataType dt) { return dt == DataType::kFloat32 || dt == DataType::kFloat64; }
+using pattern::replace_keeping_name;
 
-Tensor make_tensor(DataType dt, const Dims& dims, const std::vector<double>& v) {
-  Tensor t(dt, dims);
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (dt == DataType::kFloat32) t.data<float>()[i] = static_cast<float>(v[i]);
-    else t.data<double>()[i] = v[i];
-  }
-  return t;
-}
 
-void replace_keeping_name(Graph& g, Value* from, Value* to) {
-  const bool out = g.is_graph_output(from);
-  const std::string name = from->name();
-  g.replace_all_uses_with(from, to);
-  if (out) {
-    g.rename_value(from, g.unique_name(name + "_unfused"));
-    g.rename_value(to, name);
-  }
-}
+
 
 // The per-output-channel values of constant c broadcast against a Conv output of rank
 // `rank` with M channels, without changing that output's shape; false if c is not so.
@@ -64,7 +49,7 @@ Status fold_scale_into_conv(Graph& g, PassContext& ctx) {
       if (!w || !w->is_constant() || (b && !b->is_constant())) continue;
       const Tensor& wt = w->constant();
       const DataType dt = wt.dtype();
-      if (!is_float_dtype(dt) || wt.rank() < 3 || wt.size() == 0) continue;
+      if (!pattern::is_foldable_float(dt) || wt.rank() < 3 || wt.size() == 0) continue;
       const int64_t M = wt.dim(0);
       std::vector<double> cv, bias(static_cast<size_t>(M), 0.0);
       if (!per_channel_values(c, dt, wt.rank(), M, &cv)) continue;
@@ -90,8 +75,8 @@ Status fold_scale_into_conv(Graph& g, PassContext& ctx) {
         }
       }
       if (!finite) continue;
-      if (mul) conv->set_input(1, g.add_constant(g.unique_name(w->name() + "_scaled"), make_tensor(dt, wt.dims(), nw)));
-      Value* new_b = g.add_constant(g.unique_name(conv->name() + "_bias_folded"), make_tensor(dt, {M}, nb));
+      if (mul) conv->set_input(1, g.add_constant(g.unique_name(w->name() + "_scaled"), pattern::tensor_from_doubles(dt, wt.dims(), nw)));
+      Value* new_b = g.add_constant(g.unique_name(conv->name() + "_bias_folded"), pattern::tensor_from_doubles(dt, {M}, nb));
       if (conv->num_inputs() > 2) conv->set_input(2, new_b);
       else conv->add_input(new_b);
       Value* out = n->output(0);

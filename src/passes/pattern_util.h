@@ -1,6 +1,8 @@
 // Small helpers shared by the pattern-matching passes.
 #pragma once
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "ir/graph.h"
 
@@ -39,6 +41,31 @@ inline bool scalar_value(const Value* v, const Value* x, double* out, int depth 
   if (t.rank() > 0 && (!x->shape || static_cast<int>(x->shape->size()) < t.rank())) return false;
   *out = t.get_double(0);
   return true;
+}
+
+// Weights the folding passes rewrite: float32 or float64 (computed in double).
+inline bool is_foldable_float(DataType dt) { return dt == DataType::kFloat32 || dt == DataType::kFloat64; }
+
+// A float32/float64 tensor holding values computed in double.
+inline Tensor tensor_from_doubles(DataType dt, const Dims& dims, const std::vector<double>& v) {
+  Tensor t(dt, dims);
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (dt == DataType::kFloat32) t.data<float>()[i] = static_cast<float>(v[i]);
+    else t.data<double>()[i] = v[i];
+  }
+  return t;
+}
+
+// Redirects the users of `from` to `to`; a graph output keeps its name (the model's
+// interface): `to` takes it over and the dead `from` gets a fresh one.
+inline void replace_keeping_name(Graph& g, Value* from, Value* to) {
+  const bool out = g.is_graph_output(from);
+  const std::string name = from->name();
+  g.replace_all_uses_with(from, to);
+  if (out) {
+    g.rename_value(from, g.unique_name(name + "_unfused"));
+    g.rename_value(to, name);
+  }
 }
 
 }  // namespace kiln::pattern
