@@ -11,7 +11,6 @@ namespace kiln {
 
 namespace {
 
-using pattern::replace_keeping_name;
 
 
 // Reads a constant float tensor with exactly n elements into doubles.
@@ -88,14 +87,9 @@ Status fold_batchnorm_into_conv(Graph& g, PassContext& ctx) {
     Value* new_w = g.add_constant(g.unique_name(w->name() + "_bnfolded"), pattern::tensor_from_doubles(dt, wt.dims(), nw));
     Value* new_b = g.add_constant(g.unique_name(conv->name() + "_bias_bnfolded"), pattern::tensor_from_doubles(dt, {M}, nb));
     conv->set_input(1, new_w);
-    if (conv->num_inputs() > 2) conv->set_input(2, new_b);
-    else conv->add_input(new_b);
-    Value* out = bn->output(0);
-    y->dtype = out->dtype;
-    y->shape = out->shape;
-    replace_keeping_name(g, out, y);
+    conv->set_input(2, new_b);  // set_input appends when the Conv had no bias
     ctx.rewrote(cat("folded ", bn->describe(), " into ", conv->describe()));
-    g.remove_node(bn);  // now dead; removed at once so it does not count as a user of y
+    pattern::absorb_follower(g, bn, y);
   }
   return Status::ok();
 }

@@ -11,7 +11,6 @@ namespace kiln {
 
 namespace {
 
-using pattern::replace_keeping_name;
 
 
 
@@ -77,14 +76,9 @@ Status fold_scale_into_conv(Graph& g, PassContext& ctx) {
       if (!finite) continue;
       if (mul) conv->set_input(1, g.add_constant(g.unique_name(w->name() + "_scaled"), pattern::tensor_from_doubles(dt, wt.dims(), nw)));
       Value* new_b = g.add_constant(g.unique_name(conv->name() + "_bias_folded"), pattern::tensor_from_doubles(dt, {M}, nb));
-      if (conv->num_inputs() > 2) conv->set_input(2, new_b);
-      else conv->add_input(new_b);
-      Value* out = n->output(0);
-      y->dtype = out->dtype;
-      y->shape = out->shape;
-      replace_keeping_name(g, out, y);
+      conv->set_input(2, new_b);  // set_input appends when the Conv had no bias
       ctx.rewrote(cat("folded ", n->describe(), " into ", conv->describe()));
-      g.remove_node(n);  // now dead; removed at once so a following Mul/Add folds too
+      pattern::absorb_follower(g, n, y);
       break;
     }
   }

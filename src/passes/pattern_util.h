@@ -68,4 +68,15 @@ inline void replace_keeping_name(Graph& g, Value* from, Value* to) {
   }
 }
 
+// `follower` (a BatchNorm, Mul or Add folded into the weights of the node producing `y`)
+// is gone: its users read `y` instead, and it is removed at once so it no longer counts as
+// a user of `y` (a following fold in the same round then sees `y` with one user).
+inline void absorb_follower(Graph& g, Node* follower, Value* y) {
+  Value* out = follower->output(0);
+  y->dtype = out->dtype;
+  y->shape = out->shape;
+  replace_keeping_name(g, out, y);
+  g.remove_node(follower);
+}
+
 }  // namespace kiln::pattern

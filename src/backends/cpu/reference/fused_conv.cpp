@@ -11,21 +11,6 @@ namespace kiln {
 
 namespace {
 
-// Runs the registered kernel of `op` on `inputs` and returns its single output.
-Status run_op(Op op, const Attributes& attrs, std::vector<const Tensor*> inputs, Tensor* out) {
-  KernelFn fn = reference_kernels().find(op);
-  KILN_ENSURE(fn != nullptr, "FusedConv: no reference kernel for ", op_name(op));
-  KernelContext kc;
-  kc.op = op;
-  kc.attrs = &attrs;
-  kc.inputs = std::move(inputs);
-  kc.outputs.resize(1);
-  kc.output_wanted = {true};
-  KILN_RETURN_IF_ERROR(fn(kc));
-  *out = std::move(kc.outputs[0]);
-  return Status::ok();
-}
-
 Tensor scalar_like(DataType dt, double v) {
   Tensor t(dt, {});
   if (dt == DataType::kFloat64) t.data<double>()[0] = v;
@@ -45,7 +30,7 @@ Status fused_conv_kernel(KernelContext& ctx) {
   Tensor y = std::move(conv.outputs[0]);
   if (const Tensor* z = ctx.input(3)) {
     Tensor sum;
-    KILN_RETURN_IF_ERROR(run_op(Op::Add, Attributes(), {&y, z}, &sum));
+    KILN_RETURN_IF_ERROR(run_reference_op(Op::Add, Attributes(), {&y, z}, &sum));
     y = std::move(sum);
   }
   const std::string act = a.get_string("activation", "None");
@@ -54,37 +39,37 @@ Status fused_conv_kernel(KernelContext& ctx) {
   if (act == "None") {
     out = std::move(y);
   } else if (act == "Relu") {
-    KILN_RETURN_IF_ERROR(run_op(Op::Relu, aa, {&y}, &out));
+    KILN_RETURN_IF_ERROR(run_reference_op(Op::Relu, aa, {&y}, &out));
   } else if (act == "Sigmoid") {
-    KILN_RETURN_IF_ERROR(run_op(Op::Sigmoid, aa, {&y}, &out));
+    KILN_RETURN_IF_ERROR(run_reference_op(Op::Sigmoid, aa, {&y}, &out));
   } else if (act == "Tanh") {
-    KILN_RETURN_IF_ERROR(run_op(Op::Tanh, aa, {&y}, &out));
+    KILN_RETURN_IF_ERROR(run_reference_op(Op::Tanh, aa, {&y}, &out));
   } else if (act == "HardSwish") {
-    KILN_RETURN_IF_ERROR(run_op(Op::HardSwish, aa, {&y}, &out));
+    KILN_RETURN_IF_ERROR(run_reference_op(Op::HardSwish, aa, {&y}, &out));
   } else if (act == "LeakyRelu") {
     aa.set("alpha", a.get_float("alpha", 0.01f));
-    KILN_RETURN_IF_ERROR(run_op(Op::LeakyRelu, aa, {&y}, &out));
+    KILN_RETURN_IF_ERROR(run_reference_op(Op::LeakyRelu, aa, {&y}, &out));
   } else if (act == "HardSigmoid") {
     aa.set("alpha", a.get_float("alpha", 0.2f));
     aa.set("beta", a.get_float("beta", 0.5f));
-    KILN_RETURN_IF_ERROR(run_op(Op::HardSigmoid, aa, {&y}, &out));
+    KILN_RETURN_IF_ERROR(run_reference_op(Op::HardSigmoid, aa, {&y}, &out));
   } else if (act == "Gelu") {
     aa.set("approximate", a.get_string("approximate", "none"));
-    KILN_RETURN_IF_ERROR(run_op(Op::Gelu, aa, {&y}, &out));
+    KILN_RETURN_IF_ERROR(run_reference_op(Op::Gelu, aa, {&y}, &out));
   } else if (act == "Clip") {
     Tensor lo, hi;
     if (a.has("min")) lo = scalar_like(y.dtype(), a.get_float("min", 0.0f));
     if (a.has("max")) hi = scalar_like(y.dtype(), a.get_float("max", 0.0f));
-    KILN_RETURN_IF_ERROR(run_op(Op::Clip, aa, {&y, a.has("min") ? &lo : nullptr, a.has("max") ? &hi : nullptr}, &out));
+    KILN_RETURN_IF_ERROR(run_reference_op(Op::Clip, aa, {&y, a.has("min") ? &lo : nullptr, a.has("max") ? &hi : nullptr}, &out));
   } else if (act == "SiLU") {
     Tensor s;
-    KILN_RETURN_IF_ERROR(run_op(Op::Sigmoid, aa, {&y}, &s));
-    KILN_RETURN_IF_ERROR(run_op(Op::Mul, aa, {&y, &s}, &out));
+    KILN_RETURN_IF_ERROR(run_reference_op(Op::Sigmoid, aa, {&y}, &s));
+    KILN_RETURN_IF_ERROR(run_reference_op(Op::Mul, aa, {&y, &s}, &out));
   } else if (act == "Swish") {  // the op fuse_silu_pattern makes, when the op table has it
     std::optional<Op> swish = op_from_name("Swish");
     KILN_ENSURE(swish.has_value(), "FusedConv: no Swish op");
     aa.set("alpha", a.get_float("alpha", 1.0f));
-    KILN_RETURN_IF_ERROR(run_op(*swish, aa, {&y}, &out));
+    KILN_RETURN_IF_ERROR(run_reference_op(*swish, aa, {&y}, &out));
   } else {
     return invalid_argument("FusedConv: unknown activation '", act, "'");
   }

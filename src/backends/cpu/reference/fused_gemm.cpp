@@ -9,28 +9,13 @@ namespace kiln {
 
 namespace {
 
-// Runs the registered kernel of `op` on `inputs` and returns its single output.
-Status run_op(Op op, const Attributes& attrs, std::vector<const Tensor*> inputs, Tensor* out) {
-  KernelFn fn = reference_kernels().find(op);
-  KILN_ENSURE(fn != nullptr, "FusedGemm: no reference kernel for ", op_name(op));
-  KernelContext kc;
-  kc.op = op;
-  kc.attrs = &attrs;
-  kc.inputs = std::move(inputs);
-  kc.outputs.resize(1);
-  kc.output_wanted = {true};
-  KILN_RETURN_IF_ERROR(fn(kc));
-  *out = std::move(kc.outputs[0]);
-  return Status::ok();
-}
-
 Status fused_gemm_kernel(KernelContext& ctx) {
   const Attributes& a = ctx.attr();
   const Attributes none;
   Tensor y;
-  KILN_RETURN_IF_ERROR(run_op(Op::MatMul, none, {ctx.input(0), ctx.input(1)}, &y));
+  KILN_RETURN_IF_ERROR(run_reference_op(Op::MatMul, none, {ctx.input(0), ctx.input(1)}, &y));
   Tensor biased;
-  KILN_RETURN_IF_ERROR(run_op(Op::Add, none, {&y, ctx.input(2)}, &biased));
+  KILN_RETURN_IF_ERROR(run_reference_op(Op::Add, none, {&y, ctx.input(2)}, &biased));
   const std::string act = a.get_string("activation", "None");
   if (act == "None") {
     ctx.set_output(0, std::move(biased));
@@ -38,11 +23,11 @@ Status fused_gemm_kernel(KernelContext& ctx) {
   }
   Tensor out;
   if (act == "Relu") {
-    KILN_RETURN_IF_ERROR(run_op(Op::Relu, none, {&biased}, &out));
+    KILN_RETURN_IF_ERROR(run_reference_op(Op::Relu, none, {&biased}, &out));
   } else if (act == "Gelu") {
     Attributes ga;
     ga.set("approximate", a.get_string("approximate", "none"));
-    KILN_RETURN_IF_ERROR(run_op(Op::Gelu, ga, {&biased}, &out));
+    KILN_RETURN_IF_ERROR(run_reference_op(Op::Gelu, ga, {&biased}, &out));
   } else {
     return invalid_argument("FusedGemm: unknown activation '", act, "'");
   }

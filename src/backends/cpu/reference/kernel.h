@@ -71,6 +71,10 @@ void register_random_kernels(KernelRegistry& r);        // RandomUniform/Normal(
 void register_fused_conv_kernels(KernelRegistry& r);   // FusedConv (conv + residual + activation)
 void register_fused_gemm_kernels(KernelRegistry& r);   // FusedGemm (matmul + bias + activation)
 
+// Runs the registered reference kernel of a single-output `op` (fused kernels build on
+// the kernels of the ops they replace, so they compute exactly the same values).
+Status run_reference_op(Op op, const Attributes& attrs, std::vector<const Tensor*> inputs, Tensor* out);
+
 // Error for an input dtype the kernel does not handle.
 Status unsupported_dtype(Op op, DataType dt, const char* what = "input");
 

@@ -25,6 +25,20 @@ const KernelRegistry& reference_kernels() {
   return *reg;
 }
 
+Status run_reference_op(Op op, const Attributes& attrs, std::vector<const Tensor*> inputs, Tensor* out) {
+  KernelFn fn = reference_kernels().find(op);
+  KILN_ENSURE(fn != nullptr, "no reference kernel for ", op_name(op));
+  KernelContext kc;
+  kc.op = op;
+  kc.attrs = &attrs;
+  kc.inputs = std::move(inputs);
+  kc.outputs.resize(1);
+  kc.output_wanted = {true};
+  KILN_RETURN_IF_ERROR(fn(kc));
+  *out = std::move(kc.outputs[0]);
+  return Status::ok();
+}
+
 Status unsupported_dtype(Op op, DataType dt, const char* what) {
   return unsupported(op_name(op), " does not support ", what, " dtype ", dtype_name(dt));
 }

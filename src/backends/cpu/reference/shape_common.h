@@ -83,6 +83,18 @@ inline void copy_strided(size_t es, const Dims& dims, const void* src_v, int64_t
   const int64_t outer = n / inner;
   std::vector<int64_t> idx(static_cast<size_t>(r), 0);
   int64_t so = src_off, dof = dst_off;
+  // Steps the outer (all but the last) dimensions to the next row, odometer style.
+  auto advance = [&]() {
+    for (int d = r - 2; d >= 0; --d) {
+      ++idx[d];
+      so += src_strides[d];
+      dof += dst_strides[d];
+      if (idx[d] < dims[d]) break;
+      so -= src_strides[d] * dims[d];
+      dof -= dst_strides[d] * dims[d];
+      idx[d] = 0;
+    }
+  };
   auto inner_copy = [&]<size_t N>() {
     for (int64_t o = 0; o < outer; ++o) {
       if (ss == 1 && ds == 1) {
@@ -93,15 +105,7 @@ inline void copy_strided(size_t es, const Dims& dims, const void* src_v, int64_t
           std::memcpy(dst + (dof + i * ds) * static_cast<int64_t>(N), src + (so + i * ss) * static_cast<int64_t>(N), N);
         }
       }
-      for (int d = r - 2; d >= 0; --d) {
-        ++idx[d];
-        so += src_strides[d];
-        dof += dst_strides[d];
-        if (idx[d] < dims[d]) break;
-        so -= src_strides[d] * dims[d];
-        dof -= dst_strides[d] * dims[d];
-        idx[d] = 0;
-      }
+      advance();
     }
   };
   if (!dispatch_size(es, inner_copy)) {
@@ -110,15 +114,7 @@ inline void copy_strided(size_t es, const Dims& dims, const void* src_v, int64_t
       for (int64_t i = 0; i < inner; ++i) {
         std::memcpy(dst + (dof + i * ds) * static_cast<int64_t>(es), src + (so + i * ss) * static_cast<int64_t>(es), es);
       }
-      for (int d = r - 2; d >= 0; --d) {
-        ++idx[d];
-        so += src_strides[d];
-        dof += dst_strides[d];
-        if (idx[d] < dims[d]) break;
-        so -= src_strides[d] * dims[d];
-        dof -= dst_strides[d] * dims[d];
-        idx[d] = 0;
-      }
+      advance();
     }
   }
 }
