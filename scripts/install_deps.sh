@@ -6,7 +6,10 @@ PKGS=(
   build-essential cmake pkg-config git
   libonnx-dev libprotobuf-dev protobuf-compiler   # ONNX protobuf classes (the importer)
   libcli11-dev                                    # command-line parsing for the kiln CLI
+  libdnnl-dev                                     # oneDNN: the fast CPU backend's Conv/MatMul/pooling
+  nlohmann-json3-dev                              # plan metadata, timing cache, bench --json
   libgtest-dev libgmock-dev                       # unit tests
+  clang libclang-rt-dev libomp-dev                # fuzz targets: libFuzzer + ASan/UBSan runtimes, LLVM OpenMP
   libonnx-testdata                                # ONNX 1.12 backend test data (conformance)
   python3 python3-venv python3-pip                # generates the current ONNX test suite
 )

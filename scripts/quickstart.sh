@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Quick start: install dependencies, build kiln, and run the bundled sample model.
+# Quick start: install dependencies, build kiln, then take the bundled sample model through
+# the whole flow: inspect it, build an engine, benchmark the engine, check it against the
+# original model, and run it once (docs/cli.md explains every command and its output).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install_deps.sh
@@ -9,5 +11,17 @@ echo
 echo "== kiln inspect models/sample_cnn.onnx"
 ./build/kiln inspect models/sample_cnn.onnx | head -20
 echo
-echo "== kiln run models/sample_cnn.onnx --output-dir build/sample_out"
-./build/kiln run models/sample_cnn.onnx --output-dir build/sample_out
+echo "== kiln build models/sample_cnn.onnx -o build/sample_cnn.kiln"
+./build/kiln build models/sample_cnn.onnx -o build/sample_cnn.kiln
+echo
+echo "== kiln inspect build/sample_cnn.kiln"
+./build/kiln inspect build/sample_cnn.kiln
+echo
+echo "== kiln bench build/sample_cnn.kiln --duration-s 1"
+./build/kiln bench build/sample_cnn.kiln --duration-s 1
+echo
+echo "== kiln compare models/sample_cnn.onnx --engine build/sample_cnn.kiln"
+./build/kiln compare models/sample_cnn.onnx --engine build/sample_cnn.kiln
+echo
+echo "== kiln run build/sample_cnn.kiln --output-dir build/sample_out"
+./build/kiln run build/sample_cnn.kiln --output-dir build/sample_out

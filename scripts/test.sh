@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs dependencies, builds kiln with warnings as errors, and runs the whole test
-# suite (unit tests, CLI tests, and the ONNX conformance suites) with ctest.
+# suite (unit tests, CLI tests, and the ONNX conformance suites) with ctest, then the fuzzers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install_deps.sh
@@ -13,5 +13,9 @@ fi
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DKILN_WERROR=ON -DKILN_BUILD_TESTS=ON \
   -DKILN_PYTHON="$PWD/$VENV/bin/python" >/dev/null
 cmake --build build -j"$(nproc)"
-cd build
-ctest --output-on-failure -j"$(nproc)" "$@"
+(cd build && ctest --output-on-failure -j"$(nproc)" "$@")
+# libFuzzer targets (docs/fuzzing.md): a clang build in build-fuzz, the seed corpora
+# replayed, then KILN_FUZZ_SECONDS (default 60) of fuzzing per target; KILN_SKIP_FUZZ=1 skips.
+if [ "${KILN_SKIP_FUZZ:-0}" != 1 ]; then
+  bash scripts/fuzz.sh "${KILN_FUZZ_SECONDS:-60}"
+fi

@@ -4,6 +4,9 @@
 #include <cmath>
 #include <limits>
 
+#include "ir/elementwise_expr.h"
+#include "ir/shape_value.h"
+
 namespace kiln {
 
 namespace {
@@ -31,6 +34,29 @@ std::optional<std::vector<int64_t>> const_ints(const Node& n, size_t i) {
   if (!t.defined() || t.is_string() || t.is_sequence() || t.is_none() || t.rank() > 1) return std::nullopt;
   if (!is_integer(t.dtype())) return std::nullopt;
   return t.to_int_vector();
+}
+// An integer input whose values are all known: a constant, or shape arithmetic that
+// shape_value() resolves (Gather(Shape(x), i) of a static dim...).
+std::optional<std::vector<int64_t>> known_ints(const Node& n, size_t i) {
+  if (auto c = const_ints(n, i)) return c;
+  auto sv = shape_value(n.input(i));
+  if (sv && sv->all_known()) return sv->ints();
+  return std::nullopt;
+}
+// The elements of a 1-D shape input (a Reshape/Expand target, ConstantOfShape's shape):
+// constant, computed (each element a known integer, a dim of some value, or unknown), or
+// only its length from the input's static shape; nullopt when not even that is known.
+std::optional<std::vector<ShapeElem>> shape_elems(const Node& n, size_t i) {
+  std::vector<ShapeElem> e;
+  if (auto c = const_ints(n, i)) {
+    for (int64_t v : *c) e.push_back(ShapeElem::of_int(v));
+    return e;
+  }
+  if (auto sv = shape_value(n.input(i)); sv && !sv->scalar) return sv->elems;
+  const Value* v = n.input(i);
+  if (v && v->shape && v->shape->size() == 1 && (*v->shape)[0].known() && (*v->shape)[0].value <= 64)
+    return std::vector<ShapeElem>(static_cast<size_t>((*v->shape)[0].value), ShapeElem::unknown());
+  return std::nullopt;
 }
 std::optional<std::vector<double>> const_doubles(const Node& n, size_t i) {
   const Value* v = n.input(i);
@@ -317,7 +343,7 @@ void infer_gemm(const Node& n, InferredTypes& out) {
 
 void infer_reshape(const Node& n, InferredTypes& out) {
   const DataType dt = in_dtype(n, 0);
-  auto target = const_ints(n, 1);
+  auto target = shape_elems(n, 1);
   if (!target) {
     set(out, 0, dt, std::nullopt);
     return;
@@ -327,7 +353,14 @@ void infer_reshape(const Node& n, InferredTypes& out) {
   SymShape y;
   int infer_at = -1;
   for (size_t i = 0; i < target->size(); ++i) {
-    const int64_t t = (*target)[i];
+    const ShapeElem& e = (*target)[i];
+    if (!e.is_int()) {
+      // A computed element is a dim of some value (taken as is: a symbolic dim is not
+      // taken to be 0) or unknown (never -1 here: a second -1 would make the model invalid).
+      y.push_back(e.as_dim());
+      continue;
+    }
+    const int64_t t = e.value;
     if (t == 0 && !allowzero) {
       y.push_back(x && i < x->size() ? (*x)[i] : unknown());
     } else if (t == -1) {
@@ -589,14 +622,37 @@ void infer_arg(const Node& n, InferredTypes& out) {
 void infer_expand(const Node& n, InferredTypes& out) {
   const Shape& x = in_shape(n, 0);
   const DataType dt = in_dtype(n, 0);
-  auto target = const_ints(n, 1);
+  auto target = shape_elems(n, 1);
   if (!x || !target) return set(out, 0, dt, std::nullopt);
   SymShape t;
-  for (int64_t v : *target) {
-    if (v < 0) return;
-    t.push_back(known(v));
+  for (const ShapeElem& e : *target) {
+    if (e.is_int() && e.value < 0) return;
+    t.push_back(e.as_dim());
   }
+  // An unknown target dim is 1 or x's dim where x's is not 1: broadcasting keeps x's then.
   set(out, 0, dt, broadcast_shapes(*x, t));
+}
+
+// Slice ends computed as dims: an end that is the sliced axis's own (symbolic) size
+// reads as "to the end" (INT64_MAX); any other unknown end gives nullopt.
+std::optional<std::vector<int64_t>> ends_at_axis_size(const Node& n, const SymShape& x,
+                                                      const std::optional<std::vector<int64_t>>& axes) {
+  auto sv = shape_value(n.input(2));
+  if (!sv || sv->scalar) return std::nullopt;
+  std::vector<int64_t> ends;
+  for (size_t i = 0; i < sv->elems.size(); ++i) {
+    const ShapeElem& e = sv->elems[i];
+    if (e.is_int()) {
+      ends.push_back(e.value);
+      continue;
+    }
+    int64_t a = axes ? (i < axes->size() ? (*axes)[i] : -1000) : static_cast<int64_t>(i);
+    a = norm_axis(a, static_cast<int64_t>(x.size()));
+    if (a < 0 || e.kind != ShapeElem::Kind::kDim || e.symbol.empty() || x[static_cast<size_t>(a)].symbol != e.symbol)
+      return std::nullopt;
+    ends.push_back(std::numeric_limits<int64_t>::max());
+  }
+  return ends;
 }
 
 void infer_slice(const Node& n, InferredTypes& out) {
@@ -604,11 +660,12 @@ void infer_slice(const Node& n, InferredTypes& out) {
   const DataType dt = in_dtype(n, 0);
   if (!x) return set(out, 0, dt, std::nullopt);
   const int64_t r = static_cast<int64_t>(x->size());
-  auto starts = const_ints(n, 1);
-  auto ends = const_ints(n, 2);
+  auto starts = known_ints(n, 1);
+  auto ends = known_ints(n, 2);
   std::optional<std::vector<int64_t>> axes, steps;
-  if (n.input(3)) axes = const_ints(n, 3);
-  if (n.input(4)) steps = const_ints(n, 4);
+  if (n.input(3)) axes = known_ints(n, 3);
+  if (n.input(4)) steps = known_ints(n, 4);
+  if (!ends && starts && (!n.input(3) || axes)) ends = ends_at_axis_size(n, *x, axes);
   SymShape y = *x;
   if (!starts || !ends || (n.input(3) && !axes) || (n.input(4) && !steps)) {
     // Which axes are sliced is unknown (or their bounds): only the rank survives.
@@ -734,16 +791,12 @@ void infer_pad(const Node& n, InferredTypes& out) {
 void infer_constant_of_shape(const Node& n, InferredTypes& out) {
   const Tensor* v = n.attrs.get_tensor("value");
   const DataType dt = v ? v->dtype() : DataType::kFloat32;
-  auto target = const_ints(n, 0);
-  if (!target) {
-    const Shape& s = in_shape(n, 0);
-    if (s && s->size() == 1 && (*s)[0].known()) return set(out, 0, dt, SymShape(static_cast<size_t>((*s)[0].value), unknown()));
-    return set(out, 0, dt, std::nullopt);
-  }
+  auto target = shape_elems(n, 0);
+  if (!target) return set(out, 0, dt, std::nullopt);
   SymShape y;
-  for (int64_t d : *target) {
-    if (d < 0) return;
-    y.push_back(known(d));
+  for (const ShapeElem& e : *target) {
+    if (e.is_int() && e.value < 0) return;
+    y.push_back(e.as_dim());
   }
   set(out, 0, dt, y);
 }
@@ -860,12 +913,54 @@ void infer_einsum(const Node& n, InferredTypes& out) {
 
 void infer_layernorm(const Node& n, InferredTypes& out) { set(out, 0, in_dtype(n, 0), in_shape(n, 0)); }
 
+// FusedResidualNorm: Y has X + R's shape (X's dtype for LayerNorm, the scale's for RMSNorm,
+// as RMSNormalization does); Sum is X + R.
+void infer_fused_residual_norm(const Node& n, InferredTypes& out) {
+  const Shape sum = in_shape(n, 0) && in_shape(n, 1) ? broadcast_shapes(*in_shape(n, 0), *in_shape(n, 1)) : Shape{};
+  const bool rms = n.attrs.get_string("norm", "LayerNorm") == "RMSNorm";
+  set(out, 0, rms ? in_dtype(n, 2) : in_dtype(n, 0), sum);
+  set(out, 1, in_dtype(n, 0), sum);
+}
+
 void infer_eyelike(const Node& n, InferredTypes& out) {
   const DataType dt = n.attrs.has("dtype") ? static_cast<DataType>(n.attrs.get_int("dtype", 1)) : in_dtype(n, 0);
   set(out, 0, dt, in_shape(n, 0));
 }
 
 void infer_shape_only(const Node& n, InferredTypes& out) { set(out, 0, DataType::kUndefined, in_shape(n, 0)); }
+
+// FusedElementwise: runs the per-op rules through the expr program (broadcasting; dtype of
+// the first argument, bool for comparisons, the second for Where; Clip and PRelu keep
+// their first argument's shape). A malformed expr infers nothing (the kernel reports it).
+void infer_fused_elementwise(const Node& n, InferredTypes& out) {
+  auto prog = parse_elementwise_expr(n.attrs.get_string("expr", ""));
+  if (!prog.is_ok() || prog->num_inputs > static_cast<int>(n.num_inputs())) return;
+  std::vector<DataType> dts;
+  std::vector<Shape> shapes;
+  for (const ExprInstr& in : prog->instrs) {
+    std::vector<DataType> adt;
+    std::vector<const Shape*> ash;
+    for (const ExprArg& a : in.args) {
+      const auto i = static_cast<size_t>(a.index);
+      if (a.kind == ExprArg::Kind::kInput) {
+        adt.push_back(in_dtype(n, i));
+        ash.push_back(&in_shape(n, i));
+      } else if (a.kind == ExprArg::Kind::kTemp) {
+        adt.push_back(dts[i]);
+        ash.push_back(&shapes[i]);
+      }
+    }
+    DataType dt = is_bool_result(in.op) ? DataType::kBool : in.op == Op::Where ? adt[1] : adt[0];
+    Shape s = *ash[0];
+    if (in.op != Op::Clip && in.op != Op::PRelu) {
+      for (size_t k = 1; k < ash.size() && s; ++k) s = *ash[k] ? Shape(broadcast_shapes(*s, **ash[k])) : Shape{};
+    }
+    dts.push_back(dt);
+    shapes.push_back(std::move(s));
+  }
+  const auto y = static_cast<size_t>(prog->output);
+  set(out, 0, dts[y], shapes[y]);
+}
 
 struct InferTable {
   InferFn fns[kNumOps] = {};
@@ -881,6 +976,7 @@ struct InferTable {
     add(Op::Identity, infer_same_as_input);
     add(Op::Dropout, infer_dropout);
     add(Op::Conv, infer_conv);
+    add(Op::FusedConv, infer_conv);  // the residual Z has the output's shape
     add(Op::ConvTranspose, infer_conv_transpose);
     add(Op::MaxPool, infer_pool);
     add(Op::AveragePool, infer_pool);
@@ -890,6 +986,7 @@ struct InferTable {
     add(Op::GlobalLpPool, infer_global_pool);
     add(Op::BatchNormalization, infer_batchnorm);
     add(Op::LayerNormalization, infer_layernorm);
+    add(Op::FusedResidualNorm, infer_fused_residual_norm);
     for (Op op : {Op::InstanceNormalization, Op::GroupNormalization, Op::MeanVarianceNormalization, Op::LRN,
                   Op::Softmax, Op::LogSoftmax, Op::Hardmax, Op::CumSum, Op::CumProd, Op::Trilu,
                   Op::LpNormalization, Op::RMSNormalization}) {
@@ -897,6 +994,7 @@ struct InferTable {
     }
     add(Op::MatMul, infer_matmul);
     add(Op::Gemm, infer_gemm);
+    add(Op::FusedGemm, infer_matmul);  // A [..., K] x W [K, N]; the bias broadcasts over [..., N]
     add(Op::Einsum, infer_einsum);
     add(Op::Reshape, infer_reshape);
     add(Op::Flatten, infer_flatten);
@@ -928,6 +1026,7 @@ struct InferTable {
     add(Op::EyeLike, infer_eyelike);
     add(Op::QuantizeLinear, infer_shape_only);
     add(Op::DequantizeLinear, infer_shape_only);
+    add(Op::FusedElementwise, infer_fused_elementwise);
   }
 };
 

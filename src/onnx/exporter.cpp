@@ -34,9 +34,10 @@ bool is_kiln_node(const Node& n) {
   return false;
 }
 
-Status export_graph(const Graph& g, onnx::GraphProto* gp);
+Status export_graph(const Graph& g, onnx::GraphProto* gp, const WeightSink* weights);
 
-Status export_attribute(const std::string& name, const Attribute& a, onnx::AttributeProto* ap) {
+Status export_attribute(const std::string& name, const Attribute& a, onnx::AttributeProto* ap,
+                        const WeightSink* weights) {
   using AP = onnx::AttributeProto;
   ap->set_name(name);
   Status st;
@@ -56,7 +57,7 @@ Status export_attribute(const std::string& name, const Attribute& a, onnx::Attri
       tensor_to_proto(v, "", ap->mutable_t());
     } else if constexpr (std::is_same_v<V, std::shared_ptr<Graph>>) {
       ap->set_type(AP::GRAPH);
-      st = export_graph(*v, ap->mutable_g());
+      st = export_graph(*v, ap->mutable_g(), weights);
     } else if constexpr (std::is_same_v<V, std::vector<int64_t>>) {
       ap->set_type(AP::INTS);
       for (int64_t x : v) ap->add_ints(x);
@@ -71,14 +72,36 @@ Status export_attribute(const std::string& name, const Attribute& a, onnx::Attri
   return st;
 }
 
-Status export_graph(const Graph& g, onnx::GraphProto* gp) {
+// An initializer whose bytes the sink stores elsewhere: dtype, dims and the reference only.
+bool export_external(const Tensor& t, const std::string& name, const WeightSink* weights, onnx::TensorProto* tp) {
+  if (!weights || t.is_string() || packed_bits(t.dtype()) || t.nbytes() == 0) return false;
+  std::string location;
+  int64_t offset = 0;
+  if (!(*weights)(t, &location, &offset)) return false;
+  tp->set_name(name);
+  tp->set_data_type(static_cast<int32_t>(t.dtype()));
+  for (int64_t d : t.dims()) tp->add_dims(d);
+  tp->set_data_location(onnx::TensorProto::EXTERNAL);
+  auto add = [&](const char* k, const std::string& v) {
+    auto* kv = tp->add_external_data();
+    kv->set_key(k);
+    kv->set_value(v);
+  };
+  add("location", location);
+  add("offset", std::to_string(offset));
+  add("length", std::to_string(t.nbytes()));
+  return true;
+}
+
+Status export_graph(const Graph& g, onnx::GraphProto* gp, const WeightSink* weights) {
   gp->set_name(g.name.empty() ? "kiln" : g.name);
   for (Value* v : g.inputs()) set_type(*v, gp->add_input());
   for (Value* c : g.constants()) {
     if (c->constant().is_sequence() || c->constant().is_none()) {
       return unsupported("constant '", c->name(), "' is not a tensor and cannot be exported");
     }
-    tensor_to_proto(c->constant(), c->name(), gp->add_initializer());
+    onnx::TensorProto* tp = gp->add_initializer();
+    if (!export_external(c->constant(), c->name(), weights, tp)) tensor_to_proto(c->constant(), c->name(), tp);
   }
   for (Node* n : g.nodes()) {
     auto* np = gp->add_node();
@@ -91,7 +114,7 @@ Status export_graph(const Graph& g, onnx::GraphProto* gp) {
     while (last > 0 && !n->input(last - 1)) --last;
     for (size_t i = 0; i < last; ++i) np->add_input(n->input(i) ? n->input(i)->name() : "");
     for (Value* o : n->outputs()) np->add_output(o ? o->name() : "");
-    for (const auto& [name, a] : n->attrs.all()) KILN_RETURN_IF_ERROR(export_attribute(name, a, np->add_attribute()));
+    for (const auto& [name, a] : n->attrs.all()) KILN_RETURN_IF_ERROR(export_attribute(name, a, np->add_attribute(), weights));
     for (Value* o : n->outputs()) {
       if (o && (o->dtype != DataType::kUndefined || o->shape) && !g.is_graph_output(o)) set_type(*o, gp->add_value_info());
     }
@@ -102,7 +125,7 @@ Status export_graph(const Graph& g, onnx::GraphProto* gp) {
 
 }  // namespace
 
-Result<std::string> export_onnx_bytes(const Graph& g) {
+Result<std::string> export_onnx_bytes(const Graph& g, const WeightSink* weights) {
   onnx::ModelProto m;
   m.set_ir_version(8);
   m.set_producer_name("kiln");
@@ -112,7 +135,7 @@ Result<std::string> export_onnx_bytes(const Graph& g) {
   auto* kos = m.add_opset_import();
   kos->set_domain("kiln");
   kos->set_version(1);
-  KILN_RETURN_IF_ERROR(export_graph(g, m.mutable_graph()));
+  KILN_RETURN_IF_ERROR(export_graph(g, m.mutable_graph(), weights));
   std::string bytes;
   if (!m.SerializeToString(&bytes)) return internal_error("failed to serialize the exported model (over 2 GiB?)");
   return bytes;

@@ -21,6 +21,7 @@ namespace {
 struct ImportContext {
   std::string what;       // model file name, for messages
   std::string base_dir;   // external data folder
+  const WeightResolver* weights = nullptr;  // external initializers of a container (plan)
   std::unordered_map<std::string, int64_t> opsets;  // domain -> version ("" = default)
   std::vector<std::string> unsupported;             // one line per unsupported node
   int subgraph_depth = 0;
@@ -139,6 +140,7 @@ class GraphImporter {
  public:
   explicit GraphImporter(ImportContext& ctx) : ctx_(ctx) {}
   Status import(const onnx::GraphProto& gp, Graph& g);
+  Result<Tensor> load_initializer(const onnx::TensorProto& init);
 
  private:
   Result<Attribute::Value> convert_attribute(const onnx::AttributeProto& a, Graph& g, const std::string& where);
@@ -450,13 +452,41 @@ Status GraphImporter::check_node(Node* n) {
   return Status::ok();
 }
 
+Result<Tensor> GraphImporter::load_initializer(const onnx::TensorProto& init) {
+  const std::string what = cat("initializer '", init.name(), "'");
+  if (!ctx_.weights || init.data_location() != onnx::TensorProto::EXTERNAL) {
+    return tensor_from_proto(init, ctx_.base_dir, what);
+  }
+  std::string location;
+  int64_t offset = -1, length = -1;
+  for (const auto& kv : init.external_data()) {
+    char* end = nullptr;
+    if (kv.key() == "location") {
+      location = kv.value();
+    } else if (kv.key() == "offset" || kv.key() == "length") {
+      long long v = std::strtoll(kv.value().c_str(), &end, 10);
+      if (kv.value().empty() || *end != '\0' || v < 0) return invalid_model(what, ": bad external ", kv.key(), " '", kv.value(), "'");
+      (kv.key() == "offset" ? offset : length) = v;
+    }
+  }
+  if (!onnx::TensorProto_DataType_IsValid(init.data_type()) || !is_supported_dtype(static_cast<DataType>(init.data_type())) ||
+      init.data_type() == onnx::TensorProto::STRING) {
+    return invalid_model(what, ": external data of type ", init.data_type(), " is not supported");
+  }
+  Dims dims(init.dims().begin(), init.dims().end());
+  for (int64_t d : dims) {
+    if (d < 0) return invalid_model(what, ": negative dim");
+  }
+  return (*ctx_.weights)(location, offset, length, static_cast<DataType>(init.data_type()), dims);
+}
+
 Status GraphImporter::import(const onnx::GraphProto& gp, Graph& g) {
   if (g.name.empty()) g.name = gp.name();
   // Initializers first: IR < 4 models also list them as graph inputs.
   for (const auto& init : gp.initializer()) {
     if (init.name().empty()) return invalid_model("an initializer has no name");
     if (g.find_value(init.name())) return invalid_model("initializer '", init.name(), "' is defined twice");
-    KILN_ASSIGN_OR_RETURN(Tensor t, tensor_from_proto(init, ctx_.base_dir, cat("initializer '", init.name(), "'")));
+    KILN_ASSIGN_OR_RETURN(Tensor t, load_initializer(init));
     g.add_constant(init.name(), std::move(t));
   }
   if (gp.sparse_initializer_size() > 0) return unsupported("sparse initializers are not supported");
@@ -542,7 +572,7 @@ Status GraphImporter::import(const onnx::GraphProto& gp, Graph& g) {
 }  // namespace
 
 Result<ImportedModel> import_onnx_bytes(const std::string& bytes, const std::string& base_dir,
-                                        const std::string& what) {
+                                        const std::string& what, const WeightResolver* weights) {
   onnx::ModelProto model;
   google::protobuf::io::ArrayInputStream raw(bytes.data(), static_cast<int>(bytes.size()));
   google::protobuf::io::CodedInputStream coded(&raw);
@@ -556,6 +586,7 @@ Result<ImportedModel> import_onnx_bytes(const std::string& bytes, const std::str
   ImportContext ctx;
   ctx.what = what;
   ctx.base_dir = base_dir;
+  ctx.weights = weights;
   for (const auto& os : model.opset_import()) ctx.opsets[is_default_domain(os.domain()) ? "" : os.domain()] = os.version();
   if (!ctx.opsets.count("")) {
     // IR version 1-2 models without opset_import imply opset 1; kiln needs 7+.

@@ -1,10 +1,13 @@
 // Folds shape computations that static shapes decide: Shape (respecting start/end) and
-// Size of a value whose shape is fully known become constants, and Reshape / Expand /
+// Size of a value whose shape is fully known become constants, as does shape arithmetic
+// over a partly static shape whose elements all come out known (Gather(Shape(x), 1) when
+// dim 1 of x is static while dim 0 is not; see ir/shape_value.h), and Reshape / Expand /
 // Squeeze / Unsqueeze / Flatten whose static output shape equals their input's are
 // bypassed. Relies on infer_shapes having run.
 #include <algorithm>
 
 #include "ir/shape_inference.h"
+#include "ir/shape_value.h"
 #include "passes/pass.h"
 
 namespace kiln {
@@ -23,11 +26,37 @@ bool same_static_shape(const Value* a, const Value* b) {
 void replace_by_constant(Graph& g, Node* n, Tensor t) {
   Value* o = n->output(0);
   const std::string name = o->name();
+  const DataType dt = t.dtype();
   Value* c = g.add_constant(g.unique_name(name + "_folded"), std::move(t));
-  c->dtype = DataType::kInt64;
+  c->dtype = dt;
   g.replace_all_uses_with(o, c);
   g.remove_node(n);
   g.rename_value(c, name);  // graph outputs keep their names
+}
+
+// Shape arithmetic whose elements all come out known becomes a constant of its dtype
+// (int64 or int32). Nodes of constants alone are left to fold_constants.
+bool fold_shape_arithmetic(Graph& g, Node* n, PassContext& ctx) {
+  switch (n->op()) {
+    case Op::Shape: case Op::Gather: case Op::Slice: case Op::Concat: case Op::Unsqueeze: case Op::Squeeze: case Op::Cast:
+    case Op::Reshape: case Op::ConstantOfShape: case Op::Add: case Op::Sub: case Op::Mul: case Op::Div:
+    case Op::Where: case Op::Identity:
+      break;
+    default:
+      return false;
+  }
+  Value* y = n->output(0);
+  if (n->num_outputs() != 1 || !y || (y->uses().empty() && !g.is_graph_output(y))) return false;
+  if (y->dtype != DataType::kInt64 && y->dtype != DataType::kInt32) return false;
+  if (std::all_of(n->inputs().begin(), n->inputs().end(), [](const Value* v) { return !v || v->is_constant(); }))
+    return false;
+  auto sv = shape_value(y);
+  if (!sv || !sv->all_known()) return false;
+  Tensor t = sv->scalar ? make_scalar_int64(sv->ints()[0]) : make_int64_vector(sv->ints());
+  if (y->dtype != DataType::kInt64) t = cast_tensor(t, y->dtype);
+  ctx.rewrote(cat("folded ", n->describe(), " to ", t.describe(), " from static dims"));
+  replace_by_constant(g, n, std::move(t));
+  return true;
 }
 
 }  // namespace
@@ -38,6 +67,7 @@ Status fold_shape_ops(Graph& g, PassContext& ctx) {
     Value* y = n->output(0);
     if (!x || !y || x->is_sequence || x->is_optional) continue;
     const bool used = !y->uses().empty() || g.is_graph_output(y);
+    if (fold_shape_arithmetic(g, n, ctx)) continue;
     switch (n->op()) {
       case Op::Shape: {
         if (!used || !is_static_shape(x->shape)) break;

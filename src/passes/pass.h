@@ -46,24 +46,35 @@ Status remove_noops(Graph& g, PassContext& ctx);
 Status eliminate_common_subexpressions(Graph& g, PassContext& ctx);
 Status infer_shapes(Graph& g, PassContext& ctx);
 Status fold_shape_ops(Graph& g, PassContext& ctx);
+Status drop_broadcast_expand(Graph& g, PassContext& ctx);
+Status collapse_reshape_chains(Graph& g, PassContext& ctx);
+Status push_transpose_through_elementwise(Graph& g, PassContext& ctx);
 Status fuse_layernorm_pattern(Graph& g, PassContext& ctx);
+Status fuse_rmsnorm_pattern(Graph& g, PassContext& ctx);
 Status fuse_gelu_pattern(Graph& g, PassContext& ctx);
 Status fuse_silu_pattern(Graph& g, PassContext& ctx);
 Status fuse_gemm_epilogue(Graph& g, PassContext& ctx);
+Status fuse_residual_norm(Graph& g, PassContext& ctx);
 Status fold_batchnorm_into_conv(Graph& g, PassContext& ctx);
 Status fold_scale_into_conv(Graph& g, PassContext& ctx);
 Status fuse_conv_epilogue(Graph& g, PassContext& ctx);
+Status fuse_attention_pattern(Graph& g, PassContext& ctx);
+Status merge_parallel_gemms(Graph& g, PassContext& ctx);
+Status fuse_elementwise_chains(Graph& g, PassContext& ctx);  // a final pass (see below)
 
 // The ordered pipeline (pipeline.cpp).
 const std::vector<PassInfo>& optimization_pipeline();
+// Passes run once after the pipeline's fixed point (rewrites that would hide patterns
+// from the pipeline's passes), in order.
+const std::vector<PassInfo>& final_optimization_passes();
 
 struct OptimizeOptions {
   int level = 2;           // run passes with level <= this; 0 disables the optimizer
   bool verify = true;      // run the verifier after every pass
 };
 
-// Runs the pipeline on g in place (to a fixed point, at most a few rounds) and
-// returns one report per pass run.
+// Runs the pipeline on g in place (to a fixed point, at most a few rounds), then the
+// final passes once, and returns one report per pass run.
 Result<std::vector<PassReport>> optimize_graph(Graph& g, const OptimizeOptions& options = {});
 
 }  // namespace kiln

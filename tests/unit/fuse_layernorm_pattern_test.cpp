@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <random>
 
 #include "ir/verifier.h"
@@ -123,6 +125,168 @@ TEST(FuseLayerNormPattern, NearMissesStay) {
     EXPECT_EQ(count(*g, Op::LayerNormalization), 0);
     if (!o.eps_input) expect_same_outputs(m, *g, 1e-5);
   }
+}
+
+// ---- ONNX's LayerNormalization function body ----
+
+struct BodyOptions {
+  int64_t axis = 2;               // Flatten axis = LayerNormalization axis, of x [2, 3, 4]
+  bool affine = true;
+  bool stats_outputs = true;      // Mean and InvStdDev are graph outputs
+  Dims reduced;                   // shape the statistics are reshaped to; empty: the right one
+  bool var_added = false;         // Var = E[x^2] + mean^2: not a variance
+  bool dev_is_output = false;     // the deviation has a second user
+};
+
+void add_int_attr(onnx::NodeProto* n, const std::string& name, int64_t v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(v);
+}
+
+void add_int64s(onnx::ModelProto& m, const std::string& name, const std::vector<int64_t>& v) {
+  auto* t = m.mutable_graph()->add_initializer();
+  t->set_name(name);
+  t->set_data_type(onnx::TensorProto::INT64);
+  t->add_dims(static_cast<int64_t>(v.size()));
+  for (int64_t a : v) t->add_int64_data(a);
+}
+
+// The body as onnx's function expansion writes it (opset 18), its shape arithmetic reduced
+// to Shape(X) and a constant reduced shape; W and B are graph inputs.
+onnx::ModelProto body_model(const BodyOptions& o) {
+  auto m = make_model(18);
+  const Dims xd = {2, 3, 4};
+  std::vector<std::string> xs, ws, rs;
+  for (int64_t d : xd) xs.push_back(std::to_string(d));
+  for (size_t i = static_cast<size_t>(o.axis); i < xd.size(); ++i) ws.push_back(std::to_string(xd[i]));
+  Dims reduced = o.reduced;
+  if (reduced.empty()) {
+    for (size_t i = 0; i < xd.size(); ++i) reduced.push_back(i < static_cast<size_t>(o.axis) ? xd[i] : 1);
+  }
+  for (int64_t d : reduced) rs.push_back(std::to_string(d));
+  add_input(m, "X", onnx::TensorProto::FLOAT, xs);
+  if (o.affine) {
+    add_input(m, "W", onnx::TensorProto::FLOAT, ws);
+    add_input(m, "B", onnx::TensorProto::FLOAT, ws);
+  }
+  add_scalar(m, "float_eps", 1e-5f);
+  add_int64s(m, "axes1", {1});
+  add_int64s(m, "reduced_shape", reduced);
+  add_int_attr(add_node(m, "Cast", {"float_eps"}, {"eps"}), "to", onnx::TensorProto::FLOAT);
+  add_node(m, "Shape", {"X"}, {"x_shape"});
+  add_int_attr(add_node(m, "Flatten", {"X"}, {"x2"}), "axis", o.axis);
+  add_node(m, "ReduceMean", {"x2", "axes1"}, {"mean2"});
+  add_node(m, "Mul", {"x2", "x2"}, {"sq"});
+  add_node(m, "ReduceMean", {"sq", "axes1"}, {"msq"});
+  add_node(m, "Mul", {"mean2", "mean2"}, {"sqm"});
+  add_node(m, o.var_added ? "Add" : "Sub", {"msq", "sqm"}, {"var"});
+  add_node(m, "Add", {"var", "eps"}, {"ve"});
+  add_node(m, "Sqrt", {"ve"}, {"std"});
+  add_node(m, "Sub", {"x2", "mean2"}, {"dev"});
+  add_node(m, "Div", {"dev", "std"}, {o.affine ? "n" : "biased"}, "div");
+  if (o.affine) {
+    add_int_attr(add_node(m, "Flatten", {"W"}, {"w2"}), "axis", 0);
+    add_int_attr(add_node(m, "Flatten", {"B"}, {"b2"}), "axis", 0);
+    add_node(m, "Mul", {"n", "w2"}, {"scaled"});
+    add_node(m, "Add", {"scaled", "b2"}, {"biased"});
+  }
+  add_node(m, "Reshape", {"biased", "x_shape"}, {"Y"});
+  add_output(m, "Y", onnx::TensorProto::FLOAT, xs);
+  if (o.stats_outputs) {
+    add_node(m, "Reciprocal", {"std"}, {"inv2"});
+    add_node(m, "Reshape", {"mean2", "reduced_shape"}, {"Mean"});
+    add_node(m, "Reshape", {"inv2", "reduced_shape"}, {"InvStdDev"});
+    add_output(m, "Mean", onnx::TensorProto::FLOAT, rs);
+    add_output(m, "InvStdDev", onnx::TensorProto::FLOAT, rs);
+  }
+  if (o.dev_is_output) add_output(m, "dev", onnx::TensorProto::FLOAT, {"6", "4"});
+  return m;
+}
+
+TEST(FuseLayerNormPattern, FunctionBodyWithStatistics) {
+  for (int64_t axis : {2, 1, 0}) {
+    BodyOptions o;
+    o.axis = axis;
+    auto m = body_model(o);
+    auto g = load(m);
+    run_pass(*g, infer_shapes);
+    EXPECT_EQ(run_pass(*g, fuse_layernorm_pattern), 1) << "axis " << axis;
+    ASSERT_EQ(g->num_nodes(), 1u) << "axis " << axis;
+    Node* n = g->nodes()[0];
+    ASSERT_EQ(n->op(), Op::LayerNormalization);
+    EXPECT_EQ(n->attrs.get_int("axis", 0), axis - 3);
+    EXPECT_FLOAT_EQ(n->attrs.get_float("epsilon", 0.0f), 1e-5f);
+    ASSERT_EQ(n->num_inputs(), 3u);
+    EXPECT_EQ(n->input(0)->name(), "X");
+    EXPECT_EQ(n->input(1)->name(), "W");
+    EXPECT_EQ(n->input(2)->name(), "B");
+    ASSERT_EQ(n->num_outputs(), 3u);
+    EXPECT_EQ(n->output(0)->name(), "Y");
+    EXPECT_EQ(n->output(1)->name(), "Mean");
+    EXPECT_EQ(n->output(2)->name(), "InvStdDev");
+    expect_same_outputs(m, *g, 1e-4);
+  }
+}
+
+TEST(FuseLayerNormPattern, FunctionBodyWithoutAffineOrStatistics) {
+  BodyOptions o;
+  o.affine = false;
+  o.stats_outputs = false;
+  auto m = body_model(o);
+  auto g = load(m);
+  run_pass(*g, infer_shapes);
+  EXPECT_EQ(run_pass(*g, fuse_layernorm_pattern), 1);
+  ASSERT_EQ(g->num_nodes(), 1u);
+  Node* n = g->nodes()[0];
+  ASSERT_EQ(n->op(), Op::LayerNormalization);
+  EXPECT_EQ(n->num_inputs(), 2u);
+  EXPECT_TRUE(n->output(1) == nullptr && n->output(2) == nullptr);
+  expect_same_outputs(m, *g, 1e-4);
+}
+
+TEST(FuseLayerNormPattern, FunctionBodyNearMissesStay) {
+  BodyOptions wrong_reduced;
+  wrong_reduced.reduced = {6, 1};
+  BodyOptions not_variance;
+  not_variance.var_added = true;
+  BodyOptions shared_dev;
+  shared_dev.dev_is_output = true;
+  for (const BodyOptions& o : {wrong_reduced, not_variance, shared_dev}) {
+    auto m = body_model(o);
+    auto g = load(m);
+    run_pass(*g, infer_shapes);
+    const size_t before = g->num_nodes();
+    EXPECT_EQ(run_pass(*g, fuse_layernorm_pattern), 0);
+    EXPECT_EQ(count(*g, Op::LayerNormalization), 0);
+    EXPECT_EQ(g->num_nodes(), before);
+    expect_same_outputs(m, *g, 1e-6);
+  }
+}
+
+// The expanded LayerNormalization cases of the ONNX backend test data fold whole through
+// the pipeline, and compute what the unfused models compute.
+TEST(FuseLayerNormPattern, OnnxExpandedTestModels) {
+  const std::string root = "/usr/share/libonnx-testdata/data/node";
+  if (!std::filesystem::exists(root)) GTEST_SKIP() << root << " not installed";
+  int models = 0;
+  for (const auto& e : std::filesystem::directory_iterator(root)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("test_layer_normalization_", 0) != 0 || name.find("_expanded") == std::string::npos) continue;
+    std::ifstream f(e.path() / "model.onnx", std::ios::binary);
+    onnx::ModelProto m;
+    ASSERT_TRUE(m.ParseFromIstream(&f)) << name;
+    auto g = load(m);
+    ASSERT_TRUE(g) << name;
+    auto r = optimize_graph(*g);
+    ASSERT_TRUE(r.is_ok()) << name << ": " << r.status().message();
+    EXPECT_EQ(count(*g, Op::LayerNormalization), 1) << name;
+    EXPECT_EQ(count(*g, Op::ReduceMean), 0) << name;
+    expect_same_outputs(m, *g, 1e-4);
+    ++models;
+  }
+  EXPECT_GE(models, 10);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "ir/shape_inference.h"
+#include "ir/shape_value.h"
 #include "ir/verifier.h"
 #include "model_builder.h"
 #include "pass_test_util.h"
@@ -291,6 +292,222 @@ TEST(ShapeInference, FiveHundredNodeModelOptimizesFast) {
   ASSERT_TRUE(reports.is_ok()) << reports.status().message();
   EXPECT_LT(secs, 0.5);
   EXPECT_EQ(shape_of(*g, "act249"), "[N,16]");
+}
+
+
+// ---- shape arithmetic over partly symbolic shapes (ir/shape_value.h) ----
+
+// Shape(x) -> Gather(i) -> Unsqueeze(0): the exporters' way to read one dim as a [1] tensor.
+std::string dim_of(onnx::ModelProto& m, const std::string& x, int64_t i) {
+  const std::string base = x + "_d" + std::to_string(i);
+  bool has_shape = false;
+  for (const auto& n : m.graph().node()) has_shape = has_shape || n.output(0) == x + "_shape";
+  if (!has_shape) add_node(m, "Shape", {x}, {x + "_shape"});
+  add_int64_init(m, base + "_i", {}, {i});
+  add_int64_init(m, base + "_ax", {1}, {0});
+  add_node(m, "Gather", {x + "_shape", base + "_i"}, {base + "_s"});
+  add_node(m, "Unsqueeze", {base + "_s", base + "_ax"}, {base});
+  return base;
+}
+
+// Random float inputs with the symbolic dims given sizes; the optimized graph must compute
+// what the original computes.
+void expect_same_outputs_sized(const onnx::ModelProto& m, const Graph& optimized, int64_t sym_size) {
+  auto original = load(m);
+  ASSERT_TRUE(original);
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
+  TensorMap in;
+  for (Value* v : original->inputs()) {
+    Dims d;
+    for (const Dim& dim : *v->shape) d.push_back(dim.known() ? dim.value : sym_size);
+    Tensor t(DataType::kFloat32, d);
+    for (int64_t i = 0; i < t.size(); ++i) t.data<float>()[i] = dist(rng);
+    in[v->name()] = t;
+  }
+  auto want = Interpreter(*original).run(in);
+  auto got = Interpreter(optimized).run(in);
+  ASSERT_TRUE(want.is_ok()) << want.status().message();
+  ASSERT_TRUE(got.is_ok()) << got.status().message();
+  ASSERT_EQ(want->size(), got->size());
+  for (size_t k = 0; k < want->size(); ++k) {
+    ASSERT_EQ((*want)[k].dims(), (*got)[k].dims());
+    for (int64_t i = 0; i < (*want)[k].size(); ++i) {
+      ASSERT_FALSE(std::isnan((*got)[k].get_double(i)));
+      EXPECT_EQ((*want)[k].get_double(i), (*got)[k].get_double(i));
+    }
+  }
+}
+
+TEST(ShapeInference, ComputedReshapeTargetsKeepSymbolicDims) {
+  // Split heads: Reshape(x, [x.0, x.1, 2, 4]); merge: Reshape(r1, Shape(r1)[0:2] ++ [8]);
+  // a target read from an input gives the rank only.
+  auto m = make_model();
+  add_input(m, "x", onnx::TensorProto::FLOAT, {"batch", "seq", "8"});
+  add_input(m, "t3", onnx::TensorProto::INT64, {"3"});
+  const std::string b = dim_of(m, "x", 0), q = dim_of(m, "x", 1);
+  add_int64_init(m, "heads", {2}, {2, 4});
+  add_int_attr(add_node(m, "Concat", {b, q, "heads"}, {"split_shape"}), "axis", 0);
+  add_node(m, "Reshape", {"x", "split_shape"}, {"r1"}, "split");
+  add_node(m, "Shape", {"r1"}, {"r1_shape"});
+  add_int64_init(m, "zero", {1}, {0});
+  add_int64_init(m, "two", {1}, {2});
+  add_node(m, "Slice", {"r1_shape", "zero", "two"}, {"lead"});
+  add_int64_init(m, "hidden", {1}, {8});
+  add_int_attr(add_node(m, "Concat", {"lead", "hidden"}, {"merge_shape"}), "axis", 0);
+  add_node(m, "Reshape", {"r1", "merge_shape"}, {"r2"}, "merge");
+  add_node(m, "Reshape", {"x", "t3"}, {"r3"}, "free");
+  for (const char* o : {"r2", "r3"}) add_output(m, o, 0, {});
+  auto g = load(m);
+  ASSERT_TRUE(g);
+  clear_types(*g);
+  run_pass(*g, infer_shapes);
+  EXPECT_EQ(shape_of(*g, "r1"), "[batch,seq,2,4]");
+  EXPECT_EQ(shape_of(*g, "r2"), "[batch,seq,8]");
+  EXPECT_EQ(shape_of(*g, "r3"), "[?,?,?]");
+}
+
+TEST(ShapeInference, ExpandAndConstantOfShapeThroughTorchShapeArithmetic) {
+  // torch's expand(batch, seq) as exported: Where(shape == -1, 1, shape) over
+  // Concat(dims of ids); a target tensor read from an input keeps x's non-1 dims only.
+  auto m = make_model();
+  add_input(m, "ids", onnx::TensorProto::FLOAT, {"batch", "16"});
+  add_input(m, "dyn", onnx::TensorProto::INT64, {"2"});
+  add_initializer_f32(m, "buf", {1, 16}, std::vector<float>(16, 0.5f));
+  const std::string b = dim_of(m, "ids", 0), q = dim_of(m, "ids", 1);
+  add_int_attr(add_node(m, "Concat", {b, q}, {"cat"}), "axis", 0);
+  add_int64_init(m, "minus1", {2}, {-1, -1});
+  add_int64_init(m, "ones", {2}, {1, 1});
+  add_node(m, "Equal", {"cat", "minus1"}, {"is_free"});
+  add_node(m, "Where", {"is_free", "ones", "cat"}, {"target"});
+  add_node(m, "Expand", {"buf", "target"}, {"e"}, "expand");
+  add_node(m, "Expand", {"buf", "dyn"}, {"e_dyn"}, "expand_dyn");
+  add_node(m, "ConstantOfShape", {"cat"}, {"zeros"}, "cos");
+  for (const char* o : {"e", "e_dyn", "zeros"}) add_output(m, o, 0, {});
+  auto g = load(m);
+  ASSERT_TRUE(g);
+  clear_types(*g);
+  run_pass(*g, infer_shapes);
+  EXPECT_EQ(shape_of(*g, "e"), "[batch,16]");
+  EXPECT_EQ(shape_of(*g, "e_dyn"), "[?,16]");
+  EXPECT_EQ(shape_of(*g, "zeros"), "[batch,16]");
+  EXPECT_EQ(g->find_value("zeros")->dtype, DataType::kFloat32);
+}
+
+TEST(ShapeInference, SliceToComputedEnds) {
+  // pos[:, :ids.1] with a static ids.1; x[:, :x.1] keeps x's own symbolic dim; an end that
+  // is another value's dim of another symbol gives an unknown dim.
+  auto m = make_model();
+  add_input(m, "ids", onnx::TensorProto::FLOAT, {"batch", "16"});
+  add_input(m, "x", onnx::TensorProto::FLOAT, {"batch", "seq", "8"});
+  add_input(m, "y", onnx::TensorProto::FLOAT, {"batch", "other"});
+  add_initializer_f32(m, "pos", {1, 32}, std::vector<float>(32, 1.0f));
+  add_int64_init(m, "zero", {1}, {0});
+  add_int64_init(m, "axis1", {1}, {1});
+  add_node(m, "Slice", {"pos", "zero", dim_of(m, "ids", 1), "axis1"}, {"p"}, "slice_pos");
+  add_node(m, "Slice", {"x", "zero", dim_of(m, "x", 1), "axis1"}, {"xs"}, "slice_x");
+  add_node(m, "Slice", {"x", "zero", dim_of(m, "y", 1), "axis1"}, {"xo"}, "slice_other");
+  for (const char* o : {"p", "xs", "xo"}) add_output(m, o, 0, {});
+  auto g = load(m);
+  ASSERT_TRUE(g);
+  clear_types(*g);
+  run_pass(*g, infer_shapes);
+  EXPECT_EQ(shape_of(*g, "p"), "[1,16]");
+  EXPECT_EQ(shape_of(*g, "xs"), "[batch,seq,8]");
+  EXPECT_EQ(shape_of(*g, "xo"), "[batch,?,8]");
+}
+
+TEST(ShapeInference, ShapeValueElementRules) {
+  auto m = make_model();
+  add_input(m, "x", onnx::TensorProto::FLOAT, {"batch", "6", ""});
+  add_node(m, "Shape", {"x"}, {"s"});
+  add_int64_init(m, "minus1", {}, {-1});
+  add_int64_init(m, "one", {}, {1});
+  add_int64_init(m, "two", {}, {2});
+  add_node(m, "Equal", {"s", "minus1"}, {"eq"});      // dims are never -1: [0,0,0]
+  add_node(m, "Mul", {"s", "one"}, {"times1"});       // [batch,6,?]
+  add_node(m, "Div", {"s", "two"}, {"half"});         // [?,3,?]
+  add_node(m, "Add", {"s", "s"}, {"twice"});          // [?,12,?]
+  add_int64_init(m, "ends", {1}, {-4});
+  add_int64_init(m, "starts", {1}, {-1});
+  add_int64_init(m, "back", {1}, {-1});
+  add_node(m, "Slice", {"s", "starts", "ends", "zero_axis", "back"}, {"rev"});  // reversed
+  add_int64_init(m, "zero_axis", {1}, {0});
+  add_int64_init(m, "flat", {1}, {-1});
+  add_node(m, "Reshape", {"s", "flat"}, {"same"});
+  add_int64_init(m, "i2", {}, {2});
+  add_node(m, "Gather", {"s", "i2"}, {"last"});       // 0-D, an unnamed dim
+  for (const char* o : {"eq", "times1", "half", "twice", "rev", "same", "last"}) add_output(m, o, 0, {});
+  auto g = load(m);
+  ASSERT_TRUE(g);
+  run_pass(*g, infer_shapes);
+  auto str = [&](const std::string& name) {
+    auto sv = shape_value(g->find_value(name));
+    if (!sv) return std::string("none");
+    std::string r = sv->scalar ? "scalar " : "";
+    for (const ShapeElem& e : sv->elems) {
+      r += e.is_int() ? std::to_string(e.value) : e.kind == ShapeElem::Kind::kDim ? (e.symbol.empty() ? "dim" : e.symbol) : "?";
+      r += " ";
+    }
+    return r;
+  };
+  EXPECT_EQ(str("s"), "batch 6 dim ");
+  EXPECT_EQ(str("eq"), "0 0 0 ");
+  EXPECT_EQ(str("times1"), "batch 6 dim ");
+  EXPECT_EQ(str("half"), "? 3 ? ");
+  EXPECT_EQ(str("twice"), "? 12 ? ");
+  EXPECT_EQ(str("rev"), "dim 6 batch ");
+  EXPECT_EQ(str("same"), "batch 6 dim ");
+  EXPECT_EQ(str("last"), "scalar dim ");
+  EXPECT_EQ(str("x"), "none");  // float data, not shape arithmetic
+}
+
+TEST(FoldShapeOps, FoldsStaticDimsOfPartlySymbolicShapes) {
+  // x [batch,16,8]: Gather(Shape(x), 1) is 16 whatever the batch and folds (the Reshape
+  // target keeps the batch's Gather); ConstantOfShape of Shape(x)[1:] folds too.
+  auto m = make_model();
+  add_input(m, "x", onnx::TensorProto::FLOAT, {"batch", "16", "8"});
+  const std::string b = dim_of(m, "x", 0), q = dim_of(m, "x", 1);
+  add_int64_init(m, "heads", {2}, {2, 4});
+  add_int_attr(add_node(m, "Concat", {b, q, "heads"}, {"target"}), "axis", 0);
+  add_node(m, "Reshape", {"x", "target"}, {"r"}, "split");
+  auto* tail = add_node(m, "Shape", {"x"}, {"tail"}, "tail_shape");
+  add_int_attr(tail, "start", 1);
+  add_int_attr(add_node(m, "Cast", {"tail"}, {"tail32"}, "cast32"), "to", onnx::TensorProto::INT32);
+  add_int_attr(add_node(m, "Cast", {"tail32"}, {"tail64"}, "cast64"), "to", onnx::TensorProto::INT64);
+  add_node(m, "ConstantOfShape", {"tail64"}, {"zeros"}, "cos");
+  add_node(m, "Add", {"x", "zeros"}, {"y"}, "add");
+  add_output(m, "r", onnx::TensorProto::FLOAT, {"batch", "16", "2", "4"});
+  add_output(m, "y", onnx::TensorProto::FLOAT, {"batch", "16", "8"});
+  auto g = load(m);
+  ASSERT_TRUE(g);
+  OptimizeOptions opt;
+  opt.level = 1;
+  auto reports = optimize_graph(*g, opt);
+  ASSERT_TRUE(reports.is_ok()) << reports.status().message();
+  EXPECT_EQ(count(*g, Op::Gather), 1);  // the batch
+  EXPECT_EQ(count(*g, Op::Cast), 0);
+  EXPECT_EQ(count(*g, Op::ConstantOfShape), 0);
+  EXPECT_EQ(shape_of(*g, "r"), "[batch,16,2,4]");
+  Node* reshape = g->find_value("r")->producer();
+  ASSERT_TRUE(reshape && reshape->op() == Op::Reshape);
+  ASSERT_TRUE(reshape->input(1)->producer());
+  EXPECT_EQ(reshape->input(1)->producer()->op(), Op::Concat);
+  for (int64_t batch : {1, 3}) expect_same_outputs_sized(m, *g, batch);
+}
+
+TEST(FoldShapeOps, NoFoldOfSymbolicOrUnknownDims) {
+  auto m = make_model();
+  add_input(m, "x", onnx::TensorProto::FLOAT, {"batch", "", "8"});
+  const std::string b = dim_of(m, "x", 0), q = dim_of(m, "x", 1);
+  add_int_attr(add_node(m, "Concat", {b, q}, {"lead"}), "axis", 0);
+  add_output(m, "lead", onnx::TensorProto::INT64, {"2"});
+  auto g = load(m);
+  ASSERT_TRUE(g);
+  run_pass(*g, infer_shapes);
+  EXPECT_EQ(run_pass(*g, fold_shape_ops), 0);
+  EXPECT_EQ(count(*g, Op::Gather), 2);
+  EXPECT_EQ(count(*g, Op::Concat), 1);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // The reference kernel interface. Kernels see tensors and attributes, never the IR graph.
 #pragma once
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
@@ -27,9 +28,16 @@ struct KernelContext {
   const Tensor* input(size_t i) const { return i < inputs.size() ? inputs[i] : nullptr; }
   bool has_input(size_t i) const { return input(i) != nullptr; }
   const Attributes& attr() const { return *attrs; }
-  // Allocates output i and returns it.
+  // Allocates output i (zero-filled) and returns it. An engine may preset outputs[i] to a
+  // view of planned memory: when dtype and dims match, that memory is reused.
   Tensor& alloc_output(size_t i, DataType dt, Dims dims) {
     if (outputs.size() <= i) outputs.resize(i + 1);
+    Tensor& o = outputs[i];
+    if (o.defined() && !o.is_sequence() && !o.is_none() && o.raw() && o.dtype() == dt && o.dims() == dims &&
+        !o.is_string()) {
+      std::memset(o.raw(), 0, o.nbytes());
+      return o;
+    }
     outputs[i] = Tensor(dt, std::move(dims));
     return outputs[i];
   }
@@ -70,6 +78,8 @@ void register_quant_kernels(KernelRegistry& r);         // Quantize/DequantizeLi
 void register_random_kernels(KernelRegistry& r);        // RandomUniform/Normal(Like), Bernoulli, Multinomial
 void register_fused_conv_kernels(KernelRegistry& r);   // FusedConv (conv + residual + activation)
 void register_fused_gemm_kernels(KernelRegistry& r);   // FusedGemm (matmul + bias + activation)
+void register_fused_elementwise_kernels(KernelRegistry& r);  // FusedElementwise (an expr over elementwise ops)
+void register_fused_norm_kernels(KernelRegistry& r);   // FusedResidualNorm (residual add + LayerNorm/RMSNorm)
 
 // Runs the registered reference kernel of a single-output `op` (fused kernels build on
 // the kernels of the ops they replace, so they compute exactly the same values).

@@ -20,6 +20,8 @@ const KernelRegistry& reference_kernels() {
     register_random_kernels(*r);
     register_fused_conv_kernels(*r);
     register_fused_gemm_kernels(*r);
+    register_fused_elementwise_kernels(*r);
+    register_fused_norm_kernels(*r);
     return r;
   }();
   return *reg;

@@ -1,0 +1,108 @@
+// Internals behind the public Engine and ExecutionContext (include/kiln/kiln.h).
+#pragma once
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "backends/cpu/fast/fast_kernel.h"
+#include "backends/cpu/reference/kernel.h"
+#include "builder/plan_file.h"
+#include "ir/graph.h"
+#include "kiln/kiln.h"
+
+namespace kiln {
+
+struct EngineImpl {
+  std::shared_ptr<PlanStorage> storage;  // the plan's bytes; weights are views into it
+  PlanSections plan;
+  std::unique_ptr<Graph> graph;          // the optimized graph, shapes inferred
+  DeviceKind device = DeviceKind::kCPU;
+  std::string arch;                      // "x86_64"
+  std::string libraries;                 // "onednn 2.6.3"
+  std::vector<TensorDesc> inputs, outputs;
+  std::vector<OptimizationProfile> profiles;
+  std::vector<LayerInfo> layers;
+  std::unordered_map<std::string, size_t> layer_of;  // first output name -> index in layers
+  BuildSummary summary;
+  int threads = 0;
+  size_t memory_limit_bytes = 0;
+  nlohmann::json precision;              // the build's precision flags
+};
+
+// Metadata <-> EngineImpl fields (engine.cpp).
+nlohmann::json engine_meta(const EngineImpl& e);
+Status parse_engine_meta(const nlohmann::json& meta, EngineImpl* e);
+// Target of this process ("x86_64").
+std::string host_arch();
+
+// Where a value lives during execution.
+enum class SlotKind { kInput, kConstant, kArena, kBound, kDynamic };
+
+struct Slot {
+  Tensor t;
+  SlotKind kind = SlotKind::kDynamic;
+  DataType dtype = DataType::kUndefined;
+  Dims dims;                  // static dims for kInput/kArena/kBound
+  size_t offset = 0;          // kArena: offset in the arena
+  std::string name;
+};
+
+struct Step {
+  Node* node = nullptr;
+  const fast::Tactic* tactic = nullptr;  // null: the reference kernel
+  std::unique_ptr<fast::Kernel> kernel;
+  KernelFn reference = nullptr;
+  std::vector<int> in, out;              // slot indices, -1 for an omitted value
+  std::vector<const Tensor*> in_ptrs;
+  std::vector<Tensor*> out_ptrs;
+  double total_ms = 0;
+  int64_t runs = 0;
+};
+
+// Callback used while building: given a step with several tactics, returns the chosen
+// one (the builder times them). Null outside of builds.
+struct TacticChooser {
+  virtual ~TacticChooser() = default;
+  virtual const fast::Tactic* choose(const Step& step, const fast::LayerSpec& spec,
+                                     const std::vector<const fast::Tactic*>& candidates,
+                                     const std::vector<fast::TensorShape>& in_shapes,
+                                     const std::vector<fast::TensorShape>& out_shapes) = 0;
+};
+
+struct ContextImpl {
+  std::shared_ptr<const Engine> engine;
+  const EngineImpl* e = nullptr;
+  int profile = 0;
+  std::map<std::string, Dims> input_dims;
+  std::map<std::string, void*> bound;
+  TacticChooser* chooser = nullptr;
+
+  // State for the current input shapes (rebuilt by setup() when they change).
+  bool dirty = true;
+  std::unique_ptr<Graph> spec;           // the engine's graph specialized to the shapes
+  std::vector<Slot> slots;
+  std::unordered_map<const Value*, int> slot_of;
+  std::vector<Step> steps;
+  std::unique_ptr<std::byte[]> arena_storage;
+  std::byte* arena = nullptr;
+  size_t arena_capacity = 0;
+  size_t activation_bytes = 0;
+  size_t scratch_bytes = 0;
+  bool profiling = false;
+  // Debug hook (kiln compare --layerwise): called after each step with its node and its
+  // output tensors (null for omitted outputs) while they are live; arena memory is reused
+  // by later steps, so this is the only moment intermediates can be read.
+  std::function<void(const Node&, const std::vector<Tensor*>&)> step_observer;
+
+  Status setup();
+  Status run_steps();
+  Result<Dims> resolved_input_dims(const Value& input) const;
+  Status bind_slot(Slot& s, void* data);
+};
+
+}  // namespace kiln

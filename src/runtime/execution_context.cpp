@@ -1,0 +1,445 @@
+// ExecutionContext: specializes the engine's graph to the current input shapes, plans
+// memory by liveness, prepares one kernel per layer, then executes without allocating.
+#include <omp.h>
+
+#include <chrono>
+#include <cstring>
+#include <unordered_set>
+
+#include "passes/pass.h"
+#include "runtime/engine_impl.h"
+#include "runtime/interpreter.h"
+#include "runtime/memory_plan.h"
+
+namespace kiln {
+
+namespace {
+
+constexpr size_t kAlign = 64;
+
+size_t round_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+const TensorDesc* find_desc(const std::vector<TensorDesc>& v, const std::string& name) {
+  for (const auto& d : v) {
+    if (d.name == name) return &d;
+  }
+  return nullptr;
+}
+
+void collect_captures(const Graph& g, std::unordered_set<std::string>& names) {
+  for (Node* n : g.nodes()) {
+    for (Graph* sub : n->subgraphs()) {
+      for (Value* r : sub->outer_refs()) names.insert(r->name());
+      collect_captures(*sub, names);
+    }
+  }
+}
+
+std::string layer_key(const Node& n) {
+  for (Value* o : n.outputs()) {
+    if (o) return o->name();
+  }
+  return n.name();
+}
+
+Dims static_dims(const Value& v) {
+  Dims d;
+  for (const Dim& x : *v.shape) d.push_back(x.value);
+  return d;
+}
+
+bool has_static_shape(const Value* v) {
+  if (!v || v->is_sequence || v->is_optional || !v->shape) return false;
+  for (const Dim& d : *v->shape) {
+    if (!d.known()) return false;
+  }
+  return v->dtype != DataType::kUndefined && v->dtype != DataType::kString;
+}
+
+}  // namespace
+
+Result<Dims> ContextImpl::resolved_input_dims(const Value& input) const {
+  auto it = input_dims.find(input.name());
+  if (it != input_dims.end()) return it->second;
+  if (has_static_shape(&input)) return static_dims(input);
+  const auto& ranges = e->profiles[static_cast<size_t>(profile)].inputs;
+  auto r = ranges.find(input.name());
+  if (r != ranges.end()) return r->second.opt;
+  return invalid_argument("input '", input.name(), "' has shape ", sym_shape_str(input.shape),
+                          "; set its shape with set_input_shape before running");
+}
+
+Status ContextImpl::bind_slot(Slot& s, void* data) {
+  s.t = Tensor::wrap(s.dtype, s.dims, data);
+  return Status::ok();
+}
+
+Status ContextImpl::setup() {
+  dirty = true;
+  steps.clear();
+  slots.clear();
+  slot_of.clear();
+  KILN_ASSIGN_OR_RETURN(spec, import_plan_graph(e->plan, "engine"));
+  Graph& g = *spec;
+  // 1. Specialize: concrete input shapes, then fold what they decide (Shape -> Gather ->
+  // Concat -> Reshape chains become constants), so every later shape is static.
+  std::vector<Dims> in_dims;
+  for (Value* in : g.inputs()) {
+    KILN_ASSIGN_OR_RETURN(Dims d, resolved_input_dims(*in));
+    SymShape s;
+    for (int64_t x : d) s.push_back(Dim{x, ""});
+    in->shape = s;
+    in_dims.push_back(d);
+  }
+  OptimizeOptions oo;
+  oo.level = 1;
+  oo.verify = false;
+  KILN_RETURN_IF_ERROR(optimize_graph(g, oo).status().with_context("specializing the engine to the input shapes: "));
+
+  // 2. Slots: where every value lives.
+  auto add_slot = [&](Value* v, SlotKind kind) {
+    Slot s;
+    s.kind = kind;
+    s.dtype = v->dtype;
+    s.name = v->name();
+    if (kind == SlotKind::kConstant) s.t = v->constant();
+    slot_of[v] = static_cast<int>(slots.size());
+    slots.push_back(std::move(s));
+  };
+  for (size_t i = 0; i < g.inputs().size(); ++i) {
+    Value* in = g.inputs()[i];
+    add_slot(in, SlotKind::kInput);
+    slots.back().dims = in_dims[i];
+  }
+  for (Value* c : g.constants()) add_slot(c, SlotKind::kConstant);
+  const std::vector<Node*> nodes = g.nodes();
+  for (Node* n : nodes) {
+    for (Value* o : n->outputs()) {
+      if (!o) continue;
+      const bool fixed = has_static_shape(o);
+      const bool bound_out = g.is_graph_output(o) && bound.count(o->name());
+      add_slot(o, !fixed ? SlotKind::kDynamic : bound_out ? SlotKind::kBound : SlotKind::kArena);
+      if (fixed) slots.back().dims = static_dims(*o);
+    }
+  }
+
+  // 3. One kernel per layer: the plan's tactic if it still applies at these shapes, else
+  // the first fast tactic that prepares, else the reference kernel.
+  const int threads = e->threads > 0 ? e->threads : omp_get_max_threads();
+  for (Node* n : nodes) {
+    Step st;
+    st.node = n;
+    st.reference = reference_kernels().find(n->op());
+    fast::LayerSpec ls;
+    ls.op = n->op();
+    ls.attrs = &n->attrs;
+    ls.threads = threads;
+    bool all_static = true;
+    std::vector<fast::TensorShape> in_shapes, out_shapes;
+    for (Value* v : n->inputs()) {
+      st.in.push_back(v ? slot_of.at(v) : -1);
+      ls.input_dtypes.push_back(v ? v->dtype : DataType::kUndefined);
+      ls.constants.push_back(v && v->is_constant() ? &v->constant() : nullptr);
+      if (v && !has_static_shape(v)) all_static = false;
+      in_shapes.push_back(v && has_static_shape(v) ? fast::TensorShape{v->dtype, static_dims(*v)} : fast::TensorShape{});
+    }
+    for (Value* o : n->outputs()) {
+      st.out.push_back(o ? slot_of.at(o) : -1);
+      ls.output_dtypes.push_back(o ? o->dtype : DataType::kUndefined);
+      if (o && !has_static_shape(o)) all_static = false;
+      out_shapes.push_back(o && has_static_shape(o) ? fast::TensorShape{o->dtype, static_dims(*o)} : fast::TensorShape{});
+    }
+    if (all_static && n->subgraphs().empty()) {
+      std::vector<const fast::Tactic*> cands = fast::tactics_for(ls);
+      auto li = e->layer_of.find(layer_key(*n));
+      if (li != e->layer_of.end()) {
+        const std::string& want = e->layers[li->second].tactic;
+        for (size_t i = 0; i < cands.size(); ++i) {
+          if (want == cands[i]->name) std::rotate(cands.begin(), cands.begin() + static_cast<long>(i), cands.begin() + static_cast<long>(i) + 1);
+        }
+      }
+      if (chooser && cands.size() > 1) {
+        if (const fast::Tactic* pick = chooser->choose(st, ls, cands, in_shapes, out_shapes)) {
+          cands.erase(std::find(cands.begin(), cands.end(), pick));
+          cands.insert(cands.begin(), pick);
+        }
+      }
+      for (const fast::Tactic* t : cands) {
+        auto k = t->create(ls);
+        if (!k) continue;
+        size_t scratch = 0;
+        if (!k.value()->prepare(in_shapes, out_shapes, &scratch).is_ok()) continue;
+        st.tactic = t;
+        st.kernel = std::move(k).value();
+        scratch_bytes = std::max(scratch_bytes, scratch);
+        break;
+      }
+    }
+    if (!st.kernel && !st.reference) {
+      return unsupported(n->describe(), ": no kernel (fast or reference) for ", op_name(n->op()));
+    }
+    steps.push_back(std::move(st));
+  }
+
+  // 4. Liveness -> arena offsets. Graph outputs and values captured by subgraphs live to
+  // the end.
+  const int end = static_cast<int>(steps.size());
+  std::vector<int> first(slots.size(), -1), last(slots.size(), -1);
+  for (int i = 0; i < end; ++i) {
+    for (int s : steps[static_cast<size_t>(i)].out) {
+      if (s >= 0) first[static_cast<size_t>(s)] = last[static_cast<size_t>(s)] = i;
+    }
+    for (int s : steps[static_cast<size_t>(i)].in) {
+      if (s >= 0) last[static_cast<size_t>(s)] = i;
+    }
+  }
+  std::unordered_set<std::string> captured;
+  collect_captures(g, captured);
+  for (auto& [v, s] : slot_of) {
+    if (g.is_graph_output(v) || captured.count(v->name())) last[static_cast<size_t>(s)] = end;
+  }
+  std::vector<BufferLife> lives;
+  std::vector<int> arena_slots;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    if (slots[i].kind != SlotKind::kArena) continue;
+    lives.push_back({static_cast<size_t>(num_elements(slots[i].dims)) * dtype_size(slots[i].dtype), first[i], last[i]});
+    arena_slots.push_back(static_cast<int>(i));
+  }
+  MemoryPlan mp = plan_memory(lives, kAlign);
+  activation_bytes = mp.arena_bytes;
+  const size_t need = round_up(mp.arena_bytes) + round_up(scratch_bytes) + kAlign;
+  if (e->memory_limit_bytes && need > e->memory_limit_bytes) {
+    return invalid_argument("these input shapes need ", need, " bytes of activation memory, over the engine's limit of ",
+                            e->memory_limit_bytes, " bytes");
+  }
+  if (need > arena_capacity) {
+    arena_storage.reset(new std::byte[need]);
+    arena_capacity = need;
+    auto addr = reinterpret_cast<uintptr_t>(arena_storage.get());
+    arena = arena_storage.get() + (round_up(addr) - addr);
+  }
+  for (size_t i = 0; i < arena_slots.size(); ++i) {
+    Slot& s = slots[static_cast<size_t>(arena_slots[i])];
+    s.offset = mp.offsets[i];
+    s.t = Tensor::wrap(s.dtype, s.dims, arena + s.offset);
+  }
+  for (Slot& s : slots) {
+    auto b = bound.find(s.name);
+    if (b != bound.end() && (s.kind == SlotKind::kInput || s.kind == SlotKind::kBound)) {
+      KILN_RETURN_IF_ERROR(bind_slot(s, b->second));
+    }
+  }
+  // 5. Each step's tensor pointers, fixed from now on.
+  for (Step& st : steps) {
+    for (int s : st.in) st.in_ptrs.push_back(s >= 0 ? &slots[static_cast<size_t>(s)].t : nullptr);
+    for (int s : st.out) st.out_ptrs.push_back(s >= 0 ? &slots[static_cast<size_t>(s)].t : nullptr);
+  }
+  dirty = false;
+  return Status::ok();
+}
+
+Status ContextImpl::run_steps() {
+  for (Value* in : spec->inputs()) {
+    const Slot& s = slots[static_cast<size_t>(slot_of.at(in))];
+    if (!s.t.raw() && num_elements(s.dims) > 0) {
+      return invalid_argument("input '", in->name(), "' has no buffer; bind one with set_tensor_address");
+    }
+  }
+  std::byte* scratch = arena + round_up(activation_bytes);
+  const Graph& g = *spec;
+  auto lookup = [this, &g](const std::string& name) -> const Tensor* {
+    Value* v = g.find_value(name);
+    if (!v) return nullptr;
+    auto it = slot_of.find(v);
+    return it == slot_of.end() ? nullptr : &slots[static_cast<size_t>(it->second)].t;
+  };
+  for (Step& st : steps) {
+    const auto t0 = profiling ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+    const Node& n = *st.node;
+    if (st.kernel) {
+      Status s = st.kernel->run(st.in_ptrs, st.out_ptrs, scratch);
+      if (!s.is_ok()) return s.with_context(cat(n.describe(), " [", st.tactic->name, "]: "));
+    } else {
+      KernelContext kc;
+      kc.op = n.op();
+      kc.attrs = &n.attrs;
+      kc.inputs = st.in_ptrs;
+      kc.outputs.resize(st.out.size());
+      for (size_t i = 0; i < st.out.size(); ++i) {
+        const int si = st.out[i];
+        kc.output_wanted.push_back(si >= 0);
+        if (si >= 0 && slots[static_cast<size_t>(si)].kind != SlotKind::kDynamic) kc.outputs[i] = slots[static_cast<size_t>(si)].t;
+      }
+      if (!op_has_flag(n.op(), kStrings)) {
+        for (size_t i = 0; i < kc.inputs.size(); ++i) {
+          if (kc.inputs[i] && kc.inputs[i]->is_string()) {
+            return unsupported(n.describe(), ": input ", i, " is a string tensor, which ", op_name(n.op()), " does not support");
+          }
+        }
+      }
+      kc.run_subgraph = [&lookup](const Graph& sub, const std::vector<Tensor>& ins) {
+        return execute_graph(sub, ins, lookup, nullptr);
+      };
+      Status s = st.reference(kc);
+      if (!s.is_ok()) return s.with_context(n.describe() + ": ");
+      for (size_t i = 0; i < st.out.size(); ++i) {
+        const int si = st.out[i];
+        if (si < 0) continue;
+        Slot& slot = slots[static_cast<size_t>(si)];
+        if (i >= kc.outputs.size() || !kc.outputs[i].defined()) return internal_error(n.describe(), ": kernel did not produce output ", i);
+        Tensor& r = kc.outputs[i];
+        if (slot.kind == SlotKind::kDynamic) {
+          slot.t = std::move(r);
+        } else if (r.raw() != slot.t.raw()) {
+          if (r.dtype() != slot.dtype || r.dims() != slot.dims || r.is_sequence()) {
+            return internal_error(n.describe(), ": output ", i, " is ", r.describe(), " but shape inference planned ",
+                                  dtype_name(slot.dtype), dims_str(slot.dims));
+          }
+          if (r.nbytes()) std::memcpy(slot.t.raw(), r.raw(), r.nbytes());
+        }
+      }
+    }
+    if (profiling) {
+      st.total_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      ++st.runs;
+    }
+    if (step_observer) step_observer(n, st.out_ptrs);
+  }
+  // Outputs that are graph inputs or constants, bound to caller memory: copy.
+  for (Value* o : g.outputs()) {
+    auto b = bound.find(o->name());
+    const Slot& s = slots[static_cast<size_t>(slot_of.at(o))];
+    if (b == bound.end() || s.kind == SlotKind::kBound || s.kind == SlotKind::kInput) continue;
+    if (s.kind == SlotKind::kDynamic) {
+      return invalid_argument("output '", o->name(), "' has a data-dependent shape (", s.t.describe(),
+                              "); read it with output() instead of binding a buffer");
+    }
+    if (s.t.nbytes()) std::memcpy(b->second, s.t.raw(), s.t.nbytes());
+  }
+  return Status::ok();
+}
+
+ExecutionContext::ExecutionContext(std::unique_ptr<ContextImpl> impl) : impl_(std::move(impl)) {}
+ExecutionContext::~ExecutionContext() = default;
+
+Status ExecutionContext::set_input_shape(const std::string& name, const Dims& dims) {
+  ContextImpl& c = *impl_;
+  const TensorDesc* d = find_desc(c.e->inputs, name);
+  if (!d) return invalid_argument("unknown input '", name, "'");
+  if (dims.size() != d->dims.size()) {
+    return invalid_argument("input '", name, "': expected rank ", d->dims.size(), ", got shape ", dims_str(dims));
+  }
+  const auto& ranges = c.e->profiles[static_cast<size_t>(c.profile)].inputs;
+  auto r = ranges.find(name);
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (d->dims[i] >= 0 && dims[i] != d->dims[i]) {
+      return invalid_argument("input '", name, "': dimension ", i, " must be ", d->dims[i], ", got shape ", dims_str(dims));
+    }
+    if (d->dims[i] < 0 && r != ranges.end() && (dims[i] < r->second.min[i] || dims[i] > r->second.max[i])) {
+      return invalid_argument("input '", name, "': shape ", dims_str(dims), " is outside profile ", c.profile, " (min ",
+                              dims_str(r->second.min), ", max ", dims_str(r->second.max), ")");
+    }
+    if (dims[i] < 0) return invalid_argument("input '", name, "': negative dimension in ", dims_str(dims));
+  }
+  auto it = c.input_dims.find(name);
+  if (it == c.input_dims.end() || it->second != dims) {
+    c.input_dims[name] = dims;
+    c.dirty = true;
+  }
+  return Status::ok();
+}
+
+Result<Dims> ExecutionContext::tensor_shape(const std::string& name) {
+  ContextImpl& c = *impl_;
+  if (c.dirty) KILN_RETURN_IF_ERROR(c.setup());
+  Value* v = c.spec->find_value(name);
+  if (!v || (!find_desc(c.e->inputs, name) && !find_desc(c.e->outputs, name))) {
+    return invalid_argument("'", name, "' is not an input or output of the engine");
+  }
+  const Slot& s = c.slots[static_cast<size_t>(c.slot_of.at(v))];
+  if (s.kind == SlotKind::kConstant) return s.t.dims();
+  if (s.kind != SlotKind::kDynamic) return s.dims;
+  if (s.t.defined() && s.t.raw()) return s.t.dims();
+  Dims d;
+  if (v->shape) {
+    for (const Dim& x : *v->shape) d.push_back(x.known() ? x.value : -1);
+  }
+  return d;
+}
+
+Status ExecutionContext::set_tensor_address(const std::string& name, void* data) {
+  ContextImpl& c = *impl_;
+  const bool is_in = find_desc(c.e->inputs, name) != nullptr;
+  if (!is_in && !find_desc(c.e->outputs, name)) return invalid_argument("'", name, "' is not an input or output of the engine");
+  if (!data) return invalid_argument("'", name, "': null buffer");
+  c.bound[name] = data;
+  if (c.dirty) return Status::ok();
+  Value* v = c.spec->find_value(name);
+  Slot& s = c.slots[static_cast<size_t>(c.slot_of.at(v))];
+  if (s.kind == SlotKind::kArena) s.kind = SlotKind::kBound;  // write the output straight into the caller's buffer
+  if (s.kind == SlotKind::kInput || s.kind == SlotKind::kBound) return c.bind_slot(s, data);
+  return Status::ok();
+}
+
+Status ExecutionContext::execute() {
+  ContextImpl& c = *impl_;
+  if (c.dirty) KILN_RETURN_IF_ERROR(c.setup());
+  if (c.e->threads > 0) omp_set_num_threads(c.e->threads);
+  return c.run_steps();
+}
+
+Status ExecutionContext::enqueue(void* stream) {
+  (void)stream;  // CPU engines run on the calling thread (and its OpenMP team)
+  return execute();
+}
+
+Result<Tensor> ExecutionContext::output(const std::string& name) const {
+  const ContextImpl& c = *impl_;
+  if (!find_desc(c.e->outputs, name)) return invalid_argument("'", name, "' is not an output of the engine");
+  if (c.dirty || !c.spec) return invalid_argument("output '", name, "' is not available: run the engine first");
+  Value* v = c.spec->find_value(name);
+  return c.slots[static_cast<size_t>(c.slot_of.at(v))].t;
+}
+
+Result<std::map<std::string, Tensor>> ExecutionContext::run(const std::map<std::string, Tensor>& inputs) {
+  ContextImpl& c = *impl_;
+  KILN_RETURN_IF_ERROR(validate_inputs(*c.e->graph, inputs));
+  for (const auto& [name, t] : inputs) {
+    if (t.is_sequence() || t.is_none() || t.is_string()) {
+      return unsupported("input '", name, "': engines take plain numeric tensors, got ", t.describe());
+    }
+    KILN_RETURN_IF_ERROR(set_input_shape(name, t.dims()));
+  }
+  for (const auto& [name, t] : inputs) {
+    c.bound[name] = const_cast<void*>(t.raw());  // inputs are only read
+  }
+  if (!c.dirty) {
+    for (const auto& [name, t] : inputs) {
+      Slot& s = c.slots[static_cast<size_t>(c.slot_of.at(c.spec->find_value(name)))];
+      KILN_RETURN_IF_ERROR(c.bind_slot(s, const_cast<void*>(t.raw())));
+    }
+  }
+  KILN_RETURN_IF_ERROR(execute());
+  std::map<std::string, Tensor> out;
+  for (const auto& d : c.e->outputs) {
+    KILN_ASSIGN_OR_RETURN(Tensor t, output(d.name));
+    out[d.name] = t.clone();
+  }
+  return out;
+}
+
+void ExecutionContext::set_profiling(bool on) { impl_->profiling = on; }
+
+std::vector<std::pair<std::string, double>> ExecutionContext::layer_times_ms() const {
+  std::vector<std::pair<std::string, double>> out;
+  for (const Step& st : impl_->steps) {
+    std::string label = cat(st.node->name().empty() ? layer_key(*st.node) : st.node->name(), " (", op_name(st.node->op()),
+                            ", ", st.tactic ? st.tactic->name : "reference", ")");
+    out.emplace_back(label, st.runs ? st.total_ms / static_cast<double>(st.runs) : 0.0);
+  }
+  return out;
+}
+
+size_t ExecutionContext::activation_bytes() const { return impl_->activation_bytes; }
+
+}  // namespace kiln
