@@ -3,6 +3,7 @@
 // worker thread so the GIL is released and Ctrl-C is honoured.
 #pragma once
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
 #include <atomic>
 #include <chrono>

@@ -44,7 +44,7 @@ Status run_feeds(ExecutionContext& ctx, const Engine& e, const TensorMap& feeds,
   return Status::ok();
 }
 
-py::dict context_run(PyContext& c, py::handle inputs, const std::string& output, py::handle stream) {
+py::dict context_run(PyContext& c, const py::object& inputs, const std::string& output, const py::object& stream) {
   const OutputKind kind = parse_output_kind(output);
   void* stream_ptr = stream_from_python(stream);
   InputKeepAlive keep;  // declared before the GIL is released, destroyed after it is retaken
@@ -111,8 +111,8 @@ TensorMap inputs_from_python(const Engine& e, py::handle inputs, InputKeepAlive&
     if (!allow_missing) throw_status(invalid_argument("no inputs given"));
     return feeds;
   }
-  py::object mapping = py::module_::import("collections.abc").attr("Mapping");
-  if (!py::isinstance(inputs, mapping)) {
+  static py::object* mapping = new py::object(py::module_::import("collections.abc").attr("Mapping"));  // never freed
+  if (!py::isinstance(inputs, *mapping)) {
     // One array for a one-input engine.
     if (e.inputs().size() != 1) {
       std::string names;
@@ -190,7 +190,7 @@ stream: a CUDA stream (int, torch.cuda.Stream, cupy stream) for CUDA engines; CP
 engines run synchronously and ignore it. The GIL is released while the engine runs.)doc")
       .def(
           "set_input_shape",
-          [](PyContext& c, const std::string& name, py::handle dims) {
+          [](PyContext& c, const std::string& name, const py::object& dims) {
             std::lock_guard<std::mutex> lk(c.mu);
             check(c.ctx->set_input_shape(name, dims_from_python(dims, cat("input '", name, "'"))));
           },
@@ -203,13 +203,26 @@ engines run synchronously and ignore it. The GIL is released while the engine ru
           },
           "name"_a, "Shape of an input or output for the current input shapes (None where data-dependent).")
       .def(
-          "set_profiling", [](PyContext& c, bool on) { c.ctx->set_profiling(on); }, "on"_a,
+          "set_profiling",
+          [](PyContext& c, bool on) {
+            std::lock_guard<std::mutex> lk(c.mu);
+            c.ctx->set_profiling(on);
+          },
+          "on"_a,
           "Accumulate per-layer times on later runs.")
       .def(
-          "layer_times_ms", [](PyContext& c) { return c.ctx->layer_times_ms(); },
+          "layer_times_ms",
+          [](PyContext& c) {
+            std::lock_guard<std::mutex> lk(c.mu);
+            return c.ctx->layer_times_ms();
+          },
           "[(layer label, mean ms)] of the profiled runs, in execution order.")
       .def_property_readonly(
-          "activation_bytes", [](PyContext& c) { return c.ctx->activation_bytes(); },
+          "activation_bytes",
+          [](PyContext& c) {
+            std::lock_guard<std::mutex> lk(c.mu);
+            return c.ctx->activation_bytes();
+          },
           "Arena bytes of the current memory plan.")
       .def_property_readonly(
           "engine", [](PyContext& c) { return wrap_engine(std::const_pointer_cast<Engine>(c.engine)); }, "The engine.");
@@ -253,7 +266,7 @@ plan file with kiln.load. Engines pickle as their plan bytes.)doc")
           "profile"_a = 0, "A new ExecutionContext using optimization profile `profile`.")
       .def(
           "run",
-          [](PyEngine& p, py::handle inputs, const std::string& output, py::handle stream) {
+          [](PyEngine& p, const py::object& inputs, const std::string& output, const py::object& stream) {
             std::shared_ptr<PyContext> c;
             {
               std::lock_guard<std::mutex> lk(p.mu);

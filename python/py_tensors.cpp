@@ -314,8 +314,8 @@ Tensor tensor_from_python(const std::string& name, py::handle value, const Tenso
     keep.objects.push_back(py::reinterpret_borrow<py::object>(value));
     return value.cast<PyTensor&>().t;  // shares the storage
   }
-  py::object ndarray = numpy().attr("ndarray");
-  if (py::isinstance(value, ndarray)) return from_numpy(name, py::reinterpret_borrow<py::object>(value), keep);
+  static py::object* ndarray = new py::object(numpy().attr("ndarray"));  // never freed
+  if (py::isinstance(value, *ndarray)) return from_numpy(name, py::reinterpret_borrow<py::object>(value), keep);
   if (py::hasattr(value, "__dlpack__") && py::hasattr(value, "__dlpack_device__")) {
     try {
       return from_dlpack(name, value, keep);

@@ -80,14 +80,16 @@ struct CompareRun {
 py::dict compare(py::object model, py::object engine, py::object inputs, py::object shapes, uint64_t seed, double atol,
                  double rtol, bool layerwise, py::object config, const std::string& base_dir, const py::kwargs& options) {
   const ModelSource src = model_source(model, base_dir);
-  const PyBuilderConfig pc = config_from(config, options);
-  const BuilderConfig bc = unwrap(to_builder_config(pc));
+  PyBuilderConfig pc = config_from(config, options);
   std::map<std::string, Dims> shape_overrides;
   if (!shapes.is_none()) {
     PyBuilderConfig tmp;
     set_option(tmp, "shapes", shapes);
     shape_overrides = tmp.shapes;
   }
+  // An in-memory build uses the input shapes too (`kiln compare --shapes`).
+  if (pc.shapes.empty() && pc.profiles.empty()) pc.shapes = shape_overrides;
+  const BuilderConfig bc = unwrap(to_builder_config(pc));
   std::shared_ptr<Engine> given;
   std::string engine_path;
   if (py::isinstance<PyEngine>(engine)) {

@@ -12,6 +12,7 @@ PKGS=(
   clang libclang-rt-dev libomp-dev                # fuzz targets: libFuzzer + ASan/UBSan runtimes, LLVM OpenMP
   libonnx-testdata                                # ONNX 1.12 backend test data (conformance)
   python3 python3-venv python3-pip                # generates the current ONNX test suite
+  pybind11-dev python3-dev                        # the Python module (python/): pybind11 headers, Python.h
 )
 missing=()
 for p in "${PKGS[@]}"; do

@@ -11,7 +11,7 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r tests/requirements.txt
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DKILN_WERROR=ON -DKILN_BUILD_TESTS=ON \
-  -DKILN_PYTHON="$PWD/$VENV/bin/python" >/dev/null
+  -DKILN_PYTHON="$PWD/$VENV/bin/python" -DKILN_PYTHON_MODULE=ON >/dev/null
 cmake --build build -j"$(nproc)"
 (cd build && ctest --output-on-failure -j"$(nproc)" "$@")
 # libFuzzer targets (docs/fuzzing.md): a clang build in build-fuzz, the seed corpora

@@ -166,7 +166,7 @@ def test_gil_released_while_running(rng):
 
 def test_contexts_in_threads(mlp, rng):
     model, reference = mlp
-    engine = kiln.build(model, max_shapes={"x": (8, 6)})
+    engine = kiln.build(model, min_shapes={"x": (1, 6)}, max_shapes={"x": (8, 6)})
     errors = []
 
     def worker(seed):

@@ -90,7 +90,21 @@ void set(InferredTypes& out, size_t i, DataType dt, Shape s) {
   out.shapes[i] = std::move(s);
 }
 
+// The dim min(S, D) of a slice [0, S) of a static axis D by a symbolic size S (exporters
+// slice position-id buffers to the sequence length this way) is named "min(S,D)".
+std::string capped_symbol(const std::string& s, int64_t d) { return "min(" + s + "," + std::to_string(d) + ")"; }
+// Whether `c` is min(`s`, D) for some D.
+bool is_capped(const Dim& c, const Dim& s) {
+  if (s.symbol.empty() || c.known()) return false;
+  const std::string prefix = "min(" + s.symbol + ",";
+  return c.symbol.size() > prefix.size() + 1 && c.symbol.compare(0, prefix.size(), prefix) == 0 && c.symbol.back() == ')';
+}
+
 Dim broadcast_dim(const Dim& a, const Dim& b) {
+  // min(S, D) broadcasts against S only where the model is valid (S <= D, or S == 1),
+  // and the result then is S.
+  if (is_capped(b, a)) return a;
+  if (is_capped(a, b)) return b;
   if (a.known() && a.value == 1) return b;
   if (b.known() && b.value == 1) return a;
   if (a.known() && b.known()) return a.value == b.value ? a : unknown();
@@ -191,15 +205,22 @@ bool read_window(const Node& n, size_t nsp, const std::vector<int64_t>& kernel, 
   w->auto_pad = n.attrs.get_string("auto_pad", "NOTSET");
   if (w->kernel.size() != nsp || w->strides.size() != nsp || w->dilations.size() != nsp || w->pads.size() != 2 * nsp)
     return false;
+  // Bounded like the kernels' attribute checks, so window_out cannot overflow (a fuzzed
+  // Conv with pads INT64_MIN did).
+  constexpr int64_t kMax = int64_t{1} << 31;
   for (size_t i = 0; i < nsp; ++i) {
     if (w->strides[i] <= 0 || w->dilations[i] <= 0 || w->kernel[i] <= 0) return false;
+    if (w->strides[i] > kMax || w->dilations[i] > kMax || w->kernel[i] > kMax) return false;
+  }
+  for (int64_t p : w->pads) {
+    if (p < 0 || p > kMax) return false;
   }
   return true;
 }
 
 // Output size of one windowed spatial axis.
 Dim window_out(const Dim& in, const Window& w, size_t i, bool ceil_mode) {
-  if (!in.known()) return unknown();
+  if (!in.known() || in.value > (int64_t{1} << 48)) return unknown();
   const int64_t dk = (w.kernel[i] - 1) * w.dilations[i] + 1;
   const int64_t s = w.strides[i];
   if (w.auto_pad == "SAME_UPPER" || w.auto_pad == "SAME_LOWER") return known((in.value + s - 1) / s);
@@ -246,7 +267,10 @@ void infer_conv_transpose(const Node& n, InferredTypes& out) {
   SymShape y(x->size(), unknown());
   y[0] = (*x)[0];
   const int64_t group = n.attrs.get_int("group", 1);
-  if (w && w->size() == x->size() && (*w)[1].known()) y[1] = known((*w)[1].value * group);
+  if (w && w->size() == x->size() && (*w)[1].known() && group >= 1 && group <= (int64_t{1} << 31) &&
+      (*w)[1].value <= (int64_t{1} << 31)) {
+    y[1] = known((*w)[1].value * group);
+  }
   std::vector<int64_t> kernel = n.attrs.get_ints("kernel_shape");
   if (kernel.empty() && w && w->size() == x->size()) {
     for (size_t i = 0; i < nsp; ++i) kernel.push_back((*w)[2 + i].value);
@@ -264,7 +288,8 @@ void infer_conv_transpose(const Node& n, InferredTypes& out) {
   if (read_window(n, nsp, kernel, &win) && opad.size() == nsp) {
     for (size_t i = 0; i < nsp; ++i) {
       const Dim& in = (*x)[2 + i];
-      if (!in.known()) continue;
+      // Bounds keep the products below from overflowing (read_window bounds the window).
+      if (!in.known() || in.value > (int64_t{1} << 28) || opad[i] < 0 || opad[i] > (int64_t{1} << 31)) continue;
       const int64_t s = win.strides[i];
       if (win.auto_pad == "SAME_UPPER" || win.auto_pad == "SAME_LOWER") {
         y[2 + i] = known(in.value * s);
@@ -327,6 +352,26 @@ void infer_matmul(const Node& n, InferredTypes& out) {
   SymShape y = broadcast_shapes(ba, bb);
   if (!a1) y.push_back(sa[sa.size() - 2]);
   if (!b1) y.push_back(sb.back());
+  set(out, 0, in_dtype(n, 0), y);
+}
+
+// Attention (first output): 4-D Q [B, Hq, Sq, D], V [B, Hkv, Skv, Dv] give [B, Hq, Sq, Dv];
+// 3-D Q [B, Sq, Hq*D], V [B, Skv, Hkv*Dv] give [B, Sq, Hq*Dv].
+void infer_attention(const Node& n, InferredTypes& out) {
+  const Shape& q = in_shape(n, 0);
+  const Shape& v = in_shape(n, 2);
+  if (!q || !v || q->size() != v->size() || (q->size() != 3 && q->size() != 4)) {
+    set(out, 0, in_dtype(n, 0), std::nullopt);
+    return;
+  }
+  SymShape y = *q;
+  if (q->size() == 4) {
+    y[3] = (*v)[3];
+  } else {
+    const int64_t hq = n.attrs.get_int("q_num_heads", 0), hkv = n.attrs.get_int("kv_num_heads", 0);
+    const Dim& vl = (*v)[2];
+    y[2] = hq > 0 && hkv > 0 && vl.known() && vl.value % hkv == 0 ? known(vl.value / hkv * hq) : unknown();
+  }
   set(out, 0, in_dtype(n, 0), y);
 }
 
@@ -635,11 +680,15 @@ void infer_expand(const Node& n, InferredTypes& out) {
 
 // Slice ends computed as dims: an end that is the sliced axis's own (symbolic) size
 // reads as "to the end" (INT64_MAX); any other unknown end gives nullopt.
+// An end that is a symbolic size S on a static axis is recorded in `capped` (the slice
+// [0, S) then has the dim min(S, D)); any other unknown end gives nullopt.
 std::optional<std::vector<int64_t>> ends_at_axis_size(const Node& n, const SymShape& x,
-                                                      const std::optional<std::vector<int64_t>>& axes) {
+                                                      const std::optional<std::vector<int64_t>>& axes,
+                                                      std::vector<std::string>* capped) {
   auto sv = shape_value(n.input(2));
   if (!sv || sv->scalar) return std::nullopt;
   std::vector<int64_t> ends;
+  capped->assign(sv->elems.size(), "");
   for (size_t i = 0; i < sv->elems.size(); ++i) {
     const ShapeElem& e = sv->elems[i];
     if (e.is_int()) {
@@ -648,8 +697,13 @@ std::optional<std::vector<int64_t>> ends_at_axis_size(const Node& n, const SymSh
     }
     int64_t a = axes ? (i < axes->size() ? (*axes)[i] : -1000) : static_cast<int64_t>(i);
     a = norm_axis(a, static_cast<int64_t>(x.size()));
-    if (a < 0 || e.kind != ShapeElem::Kind::kDim || e.symbol.empty() || x[static_cast<size_t>(a)].symbol != e.symbol)
+    if (a < 0 || e.kind != ShapeElem::Kind::kDim || e.symbol.empty()) return std::nullopt;
+    const Dim& d = x[static_cast<size_t>(a)];
+    if (d.known() && d.value > 0) {
+      (*capped)[i] = e.symbol;
+    } else if (d.symbol != e.symbol) {
       return std::nullopt;
+    }
     ends.push_back(std::numeric_limits<int64_t>::max());
   }
   return ends;
@@ -665,11 +719,18 @@ void infer_slice(const Node& n, InferredTypes& out) {
   std::optional<std::vector<int64_t>> axes, steps;
   if (n.input(3)) axes = known_ints(n, 3);
   if (n.input(4)) steps = known_ints(n, 4);
-  if (!ends && starts && (!n.input(3) || axes)) ends = ends_at_axis_size(n, *x, axes);
+  std::vector<std::string> capped;  // per slice: the symbolic end of a static axis
+  if (!ends && starts && (!n.input(3) || axes)) ends = ends_at_axis_size(n, *x, axes, &capped);
   SymShape y = *x;
   if (!starts || !ends || (n.input(3) && !axes) || (n.input(4) && !steps)) {
-    // Which axes are sliced is unknown (or their bounds): only the rank survives.
-    for (Dim& d : y) d = unknown();
+    // The bounds (or which axes are sliced) are unknown: the sliced axes' dims are, and
+    // every dim when the axes are not known either.
+    auto na = axes ? norm_axes(*axes, r) : std::nullopt;
+    if (na) {
+      for (int64_t a : *na) y[static_cast<size_t>(a)] = unknown();
+    } else {
+      for (Dim& d : y) d = unknown();
+    }
     return set(out, 0, dt, y);
   }
   const size_t k = starts->size();
@@ -693,6 +754,10 @@ void infer_slice(const Node& n, InferredTypes& out) {
     const int64_t step = st[i];
     if (step == 0) return;
     const Dim& d = (*x)[a];
+    if (i < capped.size() && !capped[i].empty()) {
+      y[a] = step == 1 && (*starts)[i] == 0 ? Dim{-1, capped_symbol(capped[i], d.value)} : unknown();
+      continue;
+    }
     if (!d.known()) {
       // The whole axis: [0, INT_MAX) with step 1 keeps the dim (symbols included).
       if (!(step == 1 && (*starts)[i] == 0 && (*ends)[i] >= std::numeric_limits<int32_t>::max())) y[a] = unknown();
@@ -994,6 +1059,7 @@ struct InferTable {
     }
     add(Op::MatMul, infer_matmul);
     add(Op::Gemm, infer_gemm);
+    add(Op::Attention, infer_attention);
     add(Op::FusedGemm, infer_matmul);  // A [..., K] x W [K, N]; the bias broadcasts over [..., N]
     add(Op::Einsum, infer_einsum);
     add(Op::Reshape, infer_reshape);

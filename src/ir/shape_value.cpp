@@ -116,7 +116,7 @@ class Evaluator {
     switch (p->op()) {
       case Op::Shape: {
         const Value* x = p->input(0);
-        if (!x || !x->shape) return std::nullopt;
+        if (!x || !x->shape || x->is_sequence || x->is_optional) return std::nullopt;
         const int64_t r = static_cast<int64_t>(x->shape->size());
         auto clamp = [r](int64_t a) { return std::clamp<int64_t>(a < 0 ? a + r : a, 0, r); };
         const int64_t start = clamp(p->attrs.get_int("start", 0));
@@ -139,7 +139,6 @@ class Evaluator {
         auto x = in(0);
         auto idx = const_ints(p->input(1));
         if (!x || x->scalar || !idx || p->attrs.get_int("axis", 0) != 0) return std::nullopt;
-        if (p->input(1)->constant().rank() > 1) return std::nullopt;
         const int64_t n = static_cast<int64_t>(x->elems.size());
         ShapeValue s;
         s.scalar = p->input(1)->constant().rank() == 0;

@@ -307,6 +307,19 @@ Tensor param_over_norm_dims(const Value* c, const Value* x, int64_t axis) {
   return t.reshaped(nd);
 }
 
+// Whether a subgraph of g reads `name` from g (a use the use lists do not show).
+bool captured_by_subgraph(const Graph& g, const std::string& name) {
+  for (const Node* n : g.nodes()) {
+    for (const Graph* sub : n->subgraphs()) {
+      for (const Value* r : sub->outer_refs()) {
+        if (r->name() == name) return true;
+      }
+      if (captured_by_subgraph(*sub, name)) return true;
+    }
+  }
+  return false;
+}
+
 bool absorb_affine(Graph& g, Node* ln, PassContext& ctx) {
   Value* x = ln->input(0);
   Value* scale = ln->input(1);
@@ -327,6 +340,7 @@ bool absorb_affine(Graph& g, Node* ln, PassContext& ctx) {
     if (!single_use(g, y)) break;
     Node* n = y->uses()[0].node;
     if (n->op() != op || n->num_outputs() != 1 || !n->output(0) || n->output(0)->dtype != y->dtype) continue;
+    if (captured_by_subgraph(g, n->output(0)->name())) continue;  // the follower is removed at once
     Value* p = other_operand(n, [&](const Value* a) { return a == y; });
     Tensor t = p && p != y ? param_over_norm_dims(p, x, axis) : Tensor();
     if (!t.defined()) continue;

@@ -1,6 +1,7 @@
 // Engine: a loaded plan (metadata, optimized graph, weights) that creates contexts.
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "passes/pass.h"
@@ -41,6 +42,31 @@ namespace {
 
 using nlohmann::json;
 
+// Integer metadata fields, strictly: nlohmann's get<int64_t>() would convert a float such
+// as 1e30 with a C++ cast, undefined behaviour when out of range (found by fuzz_plan_loader),
+// and wrap a negative number into a size_t.
+template <typename T>
+T get_integer(const json& j) {
+  using Limits = std::numeric_limits<T>;
+  if (j.is_number_unsigned()) {
+    const uint64_t v = j.get<uint64_t>();
+    if (v <= static_cast<uint64_t>(Limits::max())) return static_cast<T>(v);
+  } else if (j.is_number_integer()) {
+    const int64_t v = j.get<int64_t>();
+    const bool fits = v >= 0 ? static_cast<uint64_t>(v) <= static_cast<uint64_t>(Limits::max())
+                             : Limits::is_signed && v >= static_cast<int64_t>(Limits::min());
+    if (fits) return static_cast<T>(v);
+  }
+  throw std::runtime_error("expected an integer in range, got " + j.dump());
+}
+
+Dims get_dims(const json& j) {
+  if (!j.is_array()) throw std::runtime_error("expected dims, got " + j.dump());
+  Dims d;
+  for (const json& x : j) d.push_back(get_integer<int64_t>(x));
+  return d;
+}
+
 json desc_json(const TensorDesc& d) {
   return {{"name", d.name}, {"dtype", static_cast<int>(d.dtype)}, {"dims", d.dims}, {"dim_names", d.dim_names}};
 }
@@ -48,8 +74,8 @@ json desc_json(const TensorDesc& d) {
 TensorDesc desc_from(const json& j) {
   TensorDesc d;
   d.name = j.at("name").get<std::string>();
-  d.dtype = static_cast<DataType>(j.at("dtype").get<int>());
-  d.dims = j.at("dims").get<Dims>();
+  d.dtype = static_cast<DataType>(get_integer<int>(j.at("dtype")));
+  d.dims = get_dims(j.at("dims"));
   d.dim_names = j.at("dim_names").get<std::vector<std::string>>();
   if (!is_supported_dtype(d.dtype) || d.dim_names.size() != d.dims.size()) throw std::runtime_error("bad tensor description");
   return d;
@@ -95,15 +121,15 @@ Status parse_engine_meta(const json& j, EngineImpl* e) {
     e->arch = t.at("arch").get<std::string>();
     e->libraries = t.at("libraries").get<std::string>();
     const json& c = j.at("config");
-    e->threads = c.at("threads").get<int>();
-    e->memory_limit_bytes = c.at("memory_limit_bytes").get<size_t>();
+    e->threads = get_integer<int>(c.at("threads"));
+    e->memory_limit_bytes = get_integer<size_t>(c.at("memory_limit_bytes"));
     e->precision = c.at("precision");
     for (const auto& d : j.at("inputs")) e->inputs.push_back(desc_from(d));
     for (const auto& d : j.at("outputs")) e->outputs.push_back(desc_from(d));
     for (const auto& pj : j.at("profiles")) {
       OptimizationProfile p;
       for (const auto& [name, r] : pj.items()) {
-        p.inputs[name] = ShapeRange{r.at("min").get<Dims>(), r.at("opt").get<Dims>(), r.at("max").get<Dims>()};
+        p.inputs[name] = ShapeRange{get_dims(r.at("min")), get_dims(r.at("opt")), get_dims(r.at("max"))};
       }
       e->profiles.push_back(std::move(p));
     }
@@ -119,11 +145,11 @@ Status parse_engine_meta(const json& j, EngineImpl* e) {
       e->layers.push_back(std::move(li));
     }
     const json& s = j.at("summary");
-    e->summary.nodes_imported = s.at("nodes_imported").get<size_t>();
-    e->summary.layers = s.at("layers").get<size_t>();
-    e->summary.fusions = s.at("fusions").get<int>();
-    e->summary.weight_bytes = s.at("weight_bytes").get<size_t>();
-    e->summary.peak_activation_bytes = s.at("peak_activation_bytes").get<size_t>();
+    e->summary.nodes_imported = get_integer<size_t>(s.at("nodes_imported"));
+    e->summary.layers = get_integer<size_t>(s.at("layers"));
+    e->summary.fusions = get_integer<int>(s.at("fusions"));
+    e->summary.weight_bytes = get_integer<size_t>(s.at("weight_bytes"));
+    e->summary.peak_activation_bytes = get_integer<size_t>(s.at("peak_activation_bytes"));
   } catch (const std::exception& ex) {
     return invalid_model("corrupt engine metadata: ", ex.what());
   }

@@ -245,5 +245,44 @@ TEST(CollapseReshapeChains, SharedTransposeStays) {
   expect_same_outputs(m, *g, 0.0);
 }
 
+TEST(CollapseReshapeChains, UnsqueezeChainBecomesOneUnsqueeze) {
+  // mask [batch,seq] -> Unsqueeze 1 -> Unsqueeze 2 = [batch,1,1,seq] (BERT's extended
+  // attention mask): one Unsqueeze, no static dims needed. x [2,3] -> Unsqueeze 0 ->
+  // Unsqueeze -1 = [1,2,3,1]: axes [0,3]. A chain with a Reshape still becomes a Reshape.
+  auto m = make_model(18);
+  add_input(m, "mask", onnx::TensorProto::FLOAT, {"batch", "seq"});
+  add_input(m, "x", onnx::TensorProto::FLOAT, {"2", "3"});
+  add_i64(m, "ax1", {1});
+  add_i64(m, "ax2", {2});
+  add_i64(m, "ax0", {0});
+  add_i64(m, "axm1", {-1});
+  add_i64(m, "flat", {6});
+  add_node(m, "Unsqueeze", {"mask", "ax1"}, {"m3"}, "u1");
+  add_node(m, "Unsqueeze", {"m3", "ax2"}, {"m4"}, "u2");
+  add_node(m, "Relu", {"m4"}, {"y1"}, "relu1");
+  add_node(m, "Unsqueeze", {"x", "ax0"}, {"x3"}, "u3");
+  add_node(m, "Unsqueeze", {"x3", "axm1"}, {"x4"}, "u4");
+  add_node(m, "Relu", {"x4"}, {"y2"}, "relu2");
+  add_node(m, "Unsqueeze", {"x", "ax0"}, {"x5"}, "u5");
+  add_node(m, "Reshape", {"x5", "flat"}, {"y3"}, "reshape");
+  add_output(m, "y1", onnx::TensorProto::FLOAT, {"batch", "1", "1", "seq"});
+  add_output(m, "y2", onnx::TensorProto::FLOAT, {"1", "2", "3", "1"});
+  add_output(m, "y3", onnx::TensorProto::FLOAT, {"6"});
+  auto g = load(m);
+  ASSERT_TRUE(g);
+  EXPECT_EQ(run_collapse(*g), 3);
+  EXPECT_EQ(count(*g, Op::Unsqueeze), 2);
+  EXPECT_EQ(count(*g, Op::Reshape), 1);
+  for (const char* y : {"y1", "y2"}) {
+    Node* u = g->find_value(y)->producer()->input(0)->producer();
+    ASSERT_TRUE(u && u->op() == Op::Unsqueeze);
+    EXPECT_EQ(u->input(0)->name(), y == std::string("y1") ? "mask" : "x");
+    EXPECT_EQ(u->input(1)->constant().to_int_vector(),
+              y == std::string("y1") ? (std::vector<int64_t>{1, 2}) : (std::vector<int64_t>{0, 3}));
+  }
+  EXPECT_EQ(sym_shape_str(g->find_value("y1")->shape), "[batch,1,1,seq]");
+  expect_same_with_symbols(m, *g, {{"batch", 3}, {"seq", 5}});
+}
+
 }  // namespace
 }  // namespace kiln

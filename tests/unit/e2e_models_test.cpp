@@ -371,5 +371,40 @@ TEST(E2EModels, DeepBert) {
   check_bert(*g, "bert_deep.onnx", 12, 32, 64);
 }
 
+// bert_tiny with its sequence length made symbolic as well: the position-id and token-type
+// buffers are then sliced to [1, min(seq, 32)], which broadcasts against [batch, seq]; the
+// encoder layers reach the same 8 nodes (the embeddings keep their slices and lookups).
+TEST(E2EModels, BertDynamicSequence) {
+  auto original = load_model("bert_tiny.onnx");
+  auto g = load_model("bert_tiny.onnx");
+  ASSERT_TRUE(original && g);
+  for (Graph* graph : {original.get(), g.get()}) {
+    for (Value* in : graph->inputs()) {
+      ASSERT_TRUE(in->shape && in->shape->size() == 2);
+      (*in->shape)[1] = Dim{-1, "seq"};
+    }
+  }
+  auto reports = optimize_graph(*g);
+  ASSERT_TRUE(reports.is_ok()) << reports.status().message();
+  ASSERT_TRUE(verify_graph(*g).is_ok());
+  std::printf("  bert_tiny.onnx, symbolic batch and sequence: %zu nodes\n    after:  %s\n    %s\n", g->num_nodes(),
+              histogram_str(*g).c_str(), nodes_per_layer(*g).c_str());
+  expect_same_function(*original, *g, "optimized bert_tiny.onnx with a symbolic sequence");
+  const int L = 2;
+  EXPECT_EQ(count(*g, "Softmax"), 0);
+  EXPECT_EQ(count(*g, "Transpose"), 0);
+  EXPECT_EQ(count(*g, "Reshape"), 0);
+  EXPECT_EQ(count(*g, "Attention"), L);
+  EXPECT_EQ(count(*g, "Split"), L);
+  EXPECT_EQ(count(*g, "FusedGemm"), 4 * L);
+  EXPECT_EQ(count(*g, "MatMul"), 0);
+  EXPECT_EQ(count(*g, "FusedResidualNorm"), 2 * L);
+  for (const Node* n : nodes_of(*g, "Attention")) {
+    EXPECT_EQ(sym_shape_str(n->input(0)->shape), "[batch,seq,64]");
+    EXPECT_TRUE(n->input(3));
+  }
+  EXPECT_LE(static_cast<int>(g->num_nodes()), 8 * L + 14);
+}
+
 }  // namespace
 }  // namespace kiln

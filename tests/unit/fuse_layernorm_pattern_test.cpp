@@ -289,5 +289,102 @@ TEST(FuseLayerNormPattern, OnnxExpandedTestModels) {
   EXPECT_GE(models, 10);
 }
 
+// ---- an affine Mul/Add after a LayerNormalization node ----
+
+struct AffineOptions {
+  std::vector<float> scale = std::vector<float>(8, 1.0f);  // the LayerNormalization's own
+  bool zero_bias = false;            // LayerNormalization(x, ones, zeros)
+  std::vector<int64_t> gamma_dims = {8};
+  std::vector<int64_t> beta_dims = {1, 1, 8};
+  bool gamma_first = true;           // Mul(gamma, y) rather than Mul(y, gamma)
+  bool mul = true, add = true;
+  bool gamma_input = false;          // gamma a graph input
+  bool ln_is_output = false;         // the LayerNormalization's output has a second user
+  bool beta_onto_bias = false;       // a nonzero bias is already there
+};
+
+// x [2,3,8] -> LayerNormalization(x, scale[, bias]) [-> Mul(gamma)] [-> Add(beta)] -> y.
+onnx::ModelProto ln_affine_model(const AffineOptions& o) {
+  auto m = make_model(18);
+  add_input(m, "x", onnx::TensorProto::FLOAT, {"2", "3", "8"});
+  add_initializer_f32(m, "scale", {8}, o.scale);
+  std::vector<std::string> ln_in = {"x", "scale"};
+  if (o.zero_bias || o.beta_onto_bias) {
+    add_initializer_f32(m, "bias", {8}, o.beta_onto_bias ? values(8, 4) : std::vector<float>(8, 0.0f));
+    ln_in.push_back("bias");
+  }
+  add_node(m, "LayerNormalization", ln_in, {"n"}, "ln");
+  int64_t gsize = 1, bsize = 1;
+  for (int64_t d : o.gamma_dims) gsize *= d;
+  for (int64_t d : o.beta_dims) bsize *= d;
+  if (o.gamma_input) add_input(m, "gamma", onnx::TensorProto::FLOAT, {"8"});
+  else add_initializer_f32(m, "gamma", o.gamma_dims, values(static_cast<size_t>(gsize), 2, 0.5f, 1.5f));
+  add_initializer_f32(m, "beta", o.beta_dims, values(static_cast<size_t>(bsize), 3));
+  std::string cur = "n";
+  if (o.mul) {
+    if (o.gamma_first) add_node(m, "Mul", {"gamma", cur}, {"scaled"}, "mul_gamma");
+    else add_node(m, "Mul", {cur, "gamma"}, {"scaled"}, "mul_gamma");
+    cur = "scaled";
+  }
+  if (o.add) {
+    add_node(m, "Add", {cur, "beta"}, {"y"}, "add_beta");
+    cur = "y";
+  }
+  add_output(m, cur, onnx::TensorProto::FLOAT, {"2", "3", "8"});
+  if (o.ln_is_output) add_output(m, "n", onnx::TensorProto::FLOAT, {"2", "3", "8"});
+  return m;
+}
+
+TEST(FuseLayerNormPattern, AffineAfterLayerNormalizationNode) {
+  AffineOptions mul_add, mul_only, add_only, swapped_zero_bias, scalar_gamma;
+  mul_only.add = false;
+  add_only.mul = false;
+  swapped_zero_bias.gamma_first = false;
+  swapped_zero_bias.zero_bias = true;
+  scalar_gamma.gamma_dims = {1, 1};
+  for (const AffineOptions& o : {mul_add, mul_only, add_only, swapped_zero_bias, scalar_gamma}) {
+    auto m = ln_affine_model(o);
+    auto g = load(m);
+    ASSERT_TRUE(g);
+    run_pass(*g, infer_shapes);
+    EXPECT_EQ(run_pass(*g, fuse_layernorm_pattern), int{o.mul} + int{o.add});  // one per absorbed op
+    ASSERT_EQ(g->num_nodes(), 1u);
+    Node* ln = g->nodes()[0];
+    ASSERT_EQ(ln->op(), Op::LayerNormalization);
+    EXPECT_EQ(ln->output(0)->name(), o.add ? "y" : "scaled");
+    ASSERT_TRUE(ln->input(1)->is_constant());
+    EXPECT_EQ(ln->input(1)->constant().dims(), (Dims{8}));
+    if (o.add || o.zero_bias) {
+      ASSERT_EQ(ln->num_inputs(), 3u);
+      EXPECT_EQ(ln->input(2)->constant().dims(), (Dims{8}));
+    } else {
+      EXPECT_EQ(ln->num_inputs(), 2u);
+    }
+    expect_same_outputs(m, *g, 1e-6);
+  }
+}
+
+TEST(FuseLayerNormPattern, AffineAfterLayerNormalizationNearMissesStay) {
+  AffineOptions scaled, over_rows, gamma_input, shared, onto_bias;
+  scaled.scale = values(8, 7, 0.5f, 1.5f);  // not a ones scale
+  over_rows.gamma_dims = {3, 1};            // varies over a non-normalized axis
+  over_rows.add = false;
+  gamma_input.gamma_input = true;
+  gamma_input.add = false;
+  shared.ln_is_output = true;
+  onto_bias.mul = false;
+  onto_bias.beta_onto_bias = true;
+  for (const AffineOptions& o : {scaled, over_rows, gamma_input, shared, onto_bias}) {
+    auto m = ln_affine_model(o);
+    auto g = load(m);
+    ASSERT_TRUE(g);
+    run_pass(*g, infer_shapes);
+    const size_t before = g->num_nodes();
+    EXPECT_EQ(run_pass(*g, fuse_layernorm_pattern), 0);
+    EXPECT_EQ(g->num_nodes(), before);
+    expect_same_outputs(m, *g, 0.0);
+  }
+}
+
 }  // namespace
 }  // namespace kiln

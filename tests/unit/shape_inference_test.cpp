@@ -417,6 +417,30 @@ TEST(ShapeInference, SliceToComputedEnds) {
   EXPECT_EQ(shape_of(*g, "xo"), "[batch,?,8]");
 }
 
+TEST(ShapeInference, SliceOfAStaticBufferToASymbolicLength) {
+  // pos[:, :x.1] of a [1,32] buffer is [1, min(seq,32)], which broadcasts against x's seq
+  // to seq; pos[:, 1:x.1] is not min(seq,32) long and stays unknown.
+  auto m = make_model();
+  add_input(m, "x", onnx::TensorProto::FLOAT, {"batch", "seq"});
+  add_initializer_f32(m, "pos", {1, 32}, std::vector<float>(32, 1.0f));
+  add_int64_init(m, "zero", {1}, {0});
+  add_int64_init(m, "one", {1}, {1});
+  const std::string q = dim_of(m, "x", 1);
+  add_node(m, "Slice", {"pos", "zero", q, "one"}, {"p"}, "slice_pos");
+  add_node(m, "Slice", {"pos", "one", q, "one"}, {"p1"}, "slice_pos1");
+  add_node(m, "Add", {"x", "p"}, {"sum"}, "add");
+  add_node(m, "Add", {"x", "p1"}, {"sum1"}, "add1");
+  for (const char* o : {"sum", "sum1"}) add_output(m, o, 0, {});
+  auto g = load(m);
+  ASSERT_TRUE(g);
+  clear_types(*g);
+  run_pass(*g, infer_shapes);
+  EXPECT_EQ(shape_of(*g, "p"), "[1,min(seq,32)]");
+  EXPECT_EQ(shape_of(*g, "sum"), "[batch,seq]");
+  EXPECT_EQ(shape_of(*g, "p1"), "[1,?]");
+  EXPECT_EQ(shape_of(*g, "sum1"), "[batch,?]");
+}
+
 TEST(ShapeInference, ShapeValueElementRules) {
   auto m = make_model();
   add_input(m, "x", onnx::TensorProto::FLOAT, {"batch", "6", ""});

@@ -10,7 +10,6 @@
 #include <set>
 
 #include "onnx/tensor_io.h"
-#include "runtime/engine_impl.h"
 #include "runtime/inputs.h"
 
 namespace kiln::cli {
@@ -137,39 +136,15 @@ Result<std::shared_ptr<Engine>> load_or_build(const std::string& path, const Bui
   return build_engine(path, std::move(config));
 }
 
-const Graph& engine_graph(const Engine& e) { return *e.impl().graph; }
-
-Result<Dims> engine_input_shape(const Engine& e, const Value& input, const std::map<std::string, Dims>& overrides) {
-  if (!overrides.count(input.name())) {
-    const auto& ranges = e.profiles().front().inputs;
-    auto r = ranges.find(input.name());
-    bool dynamic = !input.shape;
-    if (input.shape) {
-      for (const Dim& d : *input.shape) dynamic = dynamic || !d.known();
-    }
-    if (dynamic && r != ranges.end()) return r->second.opt;
-  }
-  return concrete_input_shape(input, overrides);
-}
-
 Result<std::map<std::string, Dims>> parse_input_shapes(const std::string& spec, const Graph& g) {
   std::map<std::string, Dims> shapes;
   KILN_RETURN_IF_ERROR(parse_shape_list(spec, &shapes));
-  for (const auto& [name, d] : shapes) {
-    bool found = false;
-    std::string names;
-    for (Value* in : g.inputs()) {
-      found = found || in->name() == name;
-      names += (names.empty() ? "" : ", ") + in->name();
-    }
-    if (!found) return invalid_argument("--shapes: '", name, "' is not an input (inputs: ", names, ")");
-  }
+  KILN_RETURN_IF_ERROR(check_shape_names(shapes, g, "--shapes"));
   return shapes;
 }
 
 Result<TensorMap> prepare_inputs(const Graph& g, const std::vector<std::string>& input_specs,
-                                 const std::function<Result<Dims>(const Value&)>& shape_of, uint64_t seed,
-                                 bool announce) {
+                                 const std::function<Result<Dims>(const Value&)>& shape_of, uint64_t seed) {
   TensorMap feeds;
   for (const std::string& spec : input_specs) {
     size_t eq = spec.find('=');
@@ -179,14 +154,11 @@ Result<TensorMap> prepare_inputs(const Graph& g, const std::vector<std::string>&
     if (!t) return t.status().with_context(cat("input '", name, "': "));
     feeds[name] = std::move(t).value();
   }
-  for (Value* v : g.inputs()) {
-    ++seed;  // per input, so an input's data does not depend on which others were given
-    if (feeds.count(v->name())) continue;
-    KILN_ASSIGN_OR_RETURN(Dims dims, shape_of(*v));
-    feeds[v->name()] = random_input(g, *v, dims, seed);
-    if (announce) {
-      std::cout << "input " << v->name() << ": random " << dtype_name(feeds[v->name()].dtype()) << dims_str(dims) << "\n";
-    }
+  std::vector<std::string> generated;
+  KILN_RETURN_IF_ERROR(add_random_inputs(g, feeds, shape_of, seed, &generated));
+  for (const std::string& name : generated) {
+    const Tensor& t = feeds.at(name);
+    std::cout << "input " << name << ": random " << dtype_name(t.dtype()) << dims_str(t.dims()) << "\n";
   }
   return feeds;
 }

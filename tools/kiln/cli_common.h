@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kiln/kiln.h"
+#include "runtime/engine_inputs.h"
 #include "runtime/interpreter.h"
 
 namespace kiln::cli {
@@ -52,22 +53,14 @@ Result<std::shared_ptr<Engine>> build_engine(const std::string& model_path, Buil
 // `built_in_memory` tells which happened.
 Result<std::shared_ptr<Engine>> load_or_build(const std::string& path, const BuildFlags& flags, bool* built_in_memory);
 
-// The engine's optimized graph (for random-input generation and layer names).
-const Graph& engine_graph(const Engine& e);
-
-// Shape of an engine input to run with: an override from --shapes, else its static
-// dims, else profile 0's opt shape.
-Result<Dims> engine_input_shape(const Engine& e, const Value& input, const std::map<std::string, Dims>& overrides);
-
 // Parses --shapes and checks every name is one of the graph's inputs.
 Result<std::map<std::string, Dims>> parse_input_shapes(const std::string& spec, const Graph& g);
 
 // Inputs for every input of `g`: files from --input NAME=FILE specs, random tensors for
-// the rest (shape from shape_of; seed + 1, + 2, ... in input order). Prints one line per
-// random input when `announce`.
+// the rest (runtime/engine_inputs.h: shape from shape_of; seed + 1, + 2, ... in input
+// order), each announced as "input NAME: random float32[...]".
 Result<TensorMap> prepare_inputs(const Graph& g, const std::vector<std::string>& input_specs,
-                                 const std::function<Result<Dims>(const Value&)>& shape_of, uint64_t seed,
-                                 bool announce);
+                                 const std::function<Result<Dims>(const Value&)>& shape_of, uint64_t seed);
 
 // "  name: float32[1,10]  min ..  max ..  mean .." (NaN count when present).
 void print_tensor_summary(const std::string& name, const Tensor& t);

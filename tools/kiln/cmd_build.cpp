@@ -22,7 +22,7 @@ std::string histogram(const std::vector<LayerInfo>& layers, F field) {
 
 }  // namespace
 
-int cmd_build(const BuildOptions& o) {
+int cmd_build(const BuildArgs& o) {
   auto config = make_build_config(o.flags);
   if (!config) return fail(config.status());
   auto engine = build_engine(o.model, *config);

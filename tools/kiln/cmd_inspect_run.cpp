@@ -21,7 +21,7 @@ using Clock = std::chrono::steady_clock;
 
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
-int inspect_engine(const InspectOptions& o) {
+int inspect_engine(const InspectArgs& o) {
   if (o.optimized) return fail(invalid_argument("--optimized applies to models; an engine is optimized already"));
   auto engine = Engine::load(o.file);
   if (!engine) return fail(engine.status());
@@ -42,7 +42,7 @@ int inspect_engine(const InspectOptions& o) {
   return 0;
 }
 
-int inspect_model(const InspectOptions& o) {
+int inspect_model(const InspectArgs& o) {
   auto t0 = Clock::now();
   auto model = import_onnx_file(o.file);
   if (!model) return fail(model.status());
@@ -93,7 +93,7 @@ int report_outputs(const std::vector<std::pair<std::string, Tensor>>& outs, cons
   return 0;
 }
 
-int run_engine(const RunOptions& o) {
+int run_engine(const RunArgs& o) {
   auto t0 = Clock::now();
   auto engine = Engine::load(o.file);
   if (!engine) return fail(engine.status());
@@ -102,7 +102,7 @@ int run_engine(const RunOptions& o) {
   const Graph& g = engine_graph(e);
   auto shapes = parse_input_shapes(o.shapes, g);
   if (!shapes) return fail(shapes.status());
-  auto feeds = prepare_inputs(g, o.inputs, [&](const Value& v) { return engine_input_shape(e, v, *shapes); }, o.seed, true);
+  auto feeds = prepare_inputs(g, o.inputs, [&](const Value& v) { return engine_run_shape(e, v, *shapes); }, o.seed);
   if (!feeds) return fail(feeds.status());
   auto ctx = e.create_execution_context();
   if (!ctx) return fail(ctx.status());
@@ -119,7 +119,7 @@ int run_engine(const RunOptions& o) {
   return 0;
 }
 
-int run_model(const RunOptions& o) {
+int run_model(const RunArgs& o) {
   auto t0 = Clock::now();
   auto model = import_onnx_file(o.file);
   if (!model) return fail(model.status());
@@ -131,7 +131,7 @@ int run_model(const RunOptions& o) {
   const double import_ms = ms_since(t0);
   auto shapes = parse_input_shapes(o.shapes, g);
   if (!shapes) return fail(shapes.status());
-  auto feeds = prepare_inputs(g, o.inputs, [&](const Value& v) { return concrete_input_shape(v, *shapes); }, o.seed, true);
+  auto feeds = prepare_inputs(g, o.inputs, [&](const Value& v) { return concrete_input_shape(v, *shapes); }, o.seed);
   if (!feeds) return fail(feeds.status());
   Interpreter interp(g);
   auto t1 = Clock::now();
@@ -149,9 +149,9 @@ int run_model(const RunOptions& o) {
 
 }  // namespace
 
-int cmd_inspect(const InspectOptions& o) { return is_engine_file(o.file) ? inspect_engine(o) : inspect_model(o); }
+int cmd_inspect(const InspectArgs& o) { return is_engine_file(o.file) ? inspect_engine(o) : inspect_model(o); }
 
-int cmd_run(const RunOptions& o) { return is_engine_file(o.file) ? run_engine(o) : run_model(o); }
+int cmd_run(const RunArgs& o) { return is_engine_file(o.file) ? run_engine(o) : run_model(o); }
 
 // Prints the op table as JSON lines (one op per line), for docs/operators.md generation.
 int cmd_ops() {

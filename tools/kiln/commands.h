@@ -1,5 +1,6 @@
-// The `kiln` subcommands: options (filled by CLI11 in main.cpp) and entry points. Each
-// returns the process exit code.
+// The `kiln` subcommands: their arguments (filled by CLI11 in main.cpp) and entry points.
+// Each returns the process exit code. The computations behind bench and compare live in
+// the library (runtime/bench.h, runtime/compare.h), shared with the Python module.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -10,18 +11,18 @@
 namespace kiln::cli {
 
 // kiln inspect MODEL|ENGINE
-struct InspectOptions {
+struct InspectArgs {
   std::string file;
   bool optimized = false;
   std::string export_path;
 };
-int cmd_inspect(const InspectOptions& o);
+int cmd_inspect(const InspectArgs& a);
 
 // kiln ops
 int cmd_ops();
 
 // kiln run MODEL|ENGINE
-struct RunOptions {
+struct RunArgs {
   std::string file;
   std::vector<std::string> inputs;
   std::string output_dir;
@@ -29,18 +30,18 @@ struct RunOptions {
   uint64_t seed = 0;
   bool optimize = false;
 };
-int cmd_run(const RunOptions& o);
+int cmd_run(const RunArgs& a);
 
 // kiln build MODEL -o ENGINE
-struct BuildOptions {
+struct BuildArgs {
   std::string model;
   std::string output;
   BuildFlags flags;
 };
-int cmd_build(const BuildOptions& o);
+int cmd_build(const BuildArgs& a);
 
-// kiln bench MODEL|ENGINE
-struct BenchOptions {
+// kiln bench ENGINE|MODEL
+struct BenchArgs {
   std::string file;
   BuildFlags flags;  // when `file` is a model; flags.shapes are also the run shapes
   std::vector<std::string> inputs;
@@ -51,10 +52,10 @@ struct BenchOptions {
   bool profile = false;
   std::string json_path;
 };
-int cmd_bench(const BenchOptions& o);
+int cmd_bench(const BenchArgs& a);
 
-// kiln compare MODEL --engine ENGINE
-struct CompareOptions {
+// kiln compare MODEL [--engine ENGINE]
+struct CompareArgs {
   std::string model;
   std::string engine;  // "": build one in memory from the model with `flags`
   BuildFlags flags;    // flags.shapes are also the shapes of random inputs
@@ -64,6 +65,6 @@ struct CompareOptions {
   double rtol = 1e-3;
   bool layerwise = false;
 };
-int cmd_compare(const CompareOptions& o);
+int cmd_compare(const CompareArgs& a);
 
 }  // namespace kiln::cli

@@ -11,7 +11,7 @@ int main(int argc, char** argv) {
   bool verbose = false;
   app.add_flag("-v,--verbose", verbose, "Show the builder's info messages");
 
-  InspectOptions inspect_opts;
+  InspectArgs inspect_opts;
   auto* inspect = app.add_subcommand("inspect", "Print a model's graph, or an engine's layers, tactics and memory plan");
   inspect->add_option("file", inspect_opts.file, "ONNX model or kiln engine file")->required();
   inspect->add_flag("--optimized", inspect_opts.optimized, "Model: optimize the graph first and print what each pass did");
@@ -20,7 +20,7 @@ int main(int argc, char** argv) {
 
   auto* ops = app.add_subcommand("ops", "Print kiln's op table (JSON lines): arity, attributes, backends");
 
-  RunOptions run_opts;
+  RunArgs run_opts;
   auto* run = app.add_subcommand("run", "Run a model (reference backend) or an engine once and print its outputs");
   run->add_option("file", run_opts.file, "ONNX model or kiln engine file")->required();
   run->add_option("--input,-i", run_opts.inputs, "NAME=FILE (.npy or TensorProto .pb); repeatable");
@@ -29,13 +29,13 @@ int main(int argc, char** argv) {
   run->add_option("--seed", run_opts.seed, "Seed for random inputs (default 0)");
   run->add_flag("--optimize", run_opts.optimize, "Model: run the optimized graph instead of the imported one");
 
-  BuildOptions build_opts;
+  BuildArgs build_opts;
   auto* build = app.add_subcommand("build", "Build an engine from a model and save it");
   build->add_option("model", build_opts.model, "ONNX model file")->required();
   build->add_option("-o,--output", build_opts.output, "Engine file to write")->required();
   add_build_flags(build, build_opts.flags);
 
-  BenchOptions bench_opts;
+  BenchArgs bench_opts;
   auto* bench = app.add_subcommand("bench", "Measure an engine's latency and throughput (a model is built first)");
   bench->add_option("file", bench_opts.file, "kiln engine or ONNX model file")->required();
   bench->add_option("--shapes", bench_opts.flags.shapes, "Input shapes to run (and, for a model, to build for)");
@@ -48,7 +48,7 @@ int main(int argc, char** argv) {
   bench->add_flag("--profile", bench_opts.profile, "Also time each layer (in a separate pass)");
   bench->add_option("--json", bench_opts.json_path, "Write the results as JSON to FILE");
 
-  CompareOptions cmp_opts;
+  CompareArgs cmp_opts;
   auto* compare = app.add_subcommand("compare", "Compare an engine against the original model on the reference backend");
   compare->add_option("model", cmp_opts.model, "ONNX model file (the reference)")->required();
   compare->add_option("--engine", cmp_opts.engine, "Engine file to check (default: build one in memory with the build flags)");
