@@ -93,7 +93,9 @@ def run_torch(args):
         torch.onnx.export(model, x, onnx_path, input_names=["input"], output_names=["logits"], opset_version=17)
         print(f"exported {args.arch} (batch {args.batch}) with torch.onnx.export: "
               f"{os.path.getsize(onnx_path) / 2**20:.1f} MiB")
-        engine = build(onnx_path, use_gpu, progress=args.progress)
+        # The CPU engine gets the thread count PyTorch chose, for a like-for-like timing.
+        threads = torch.get_num_threads()
+        engine = build(onnx_path, use_gpu, threads=threads, progress=args.progress)
     describe_build(engine)
     ctx = engine.create_execution_context()
 
@@ -112,8 +114,8 @@ def run_torch(args):
     with torch.inference_mode():
         t_torch = median_ms(lambda: model(x), args.runs)
     t_kiln = median_ms(lambda: ctx.run({"input": x}), args.runs)
-    print(f"latency (median of {args.runs}): kiln {t_kiln:.3f} ms, PyTorch {t_torch:.3f} ms "
-          f"({torch.get_num_threads()} threads) -> speedup {t_torch / t_kiln:.2f}x")
+    print(f"latency (median of {args.runs}, {threads} CPU thread{'s' if threads != 1 else ''}): kiln {t_kiln:.3f} ms, PyTorch {t_torch:.3f} ms "
+          f"-> speedup {t_torch / t_kiln:.2f}x")
     return ok
 
 

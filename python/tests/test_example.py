@@ -12,17 +12,31 @@ import kiln
 from conftest import REPO, SAMPLE_CNN
 
 EXAMPLE = os.path.join(REPO, "examples", "python_quickstart.py")
-PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(kiln.__file__)))
+PACKAGE = os.path.dirname(os.path.abspath(kiln.__file__))
 
 
-def run_example(python, *args, timeout=600):
+@pytest.fixture(scope="module")
+def kiln_path(tmp_path_factory):
+    """A folder holding only this kiln package (a link), for PYTHONPATH: where kiln is
+    pip-installed, its site-packages would also bring its numpy to other interpreters."""
+    folder = tmp_path_factory.mktemp("kiln_path")
+    os.symlink(PACKAGE, folder / "kiln")
+    return str(folder)
+
+
+def example_env(kiln_path):
     env = dict(os.environ)
-    env["PYTHONPATH"] = PACKAGE_PARENT + os.pathsep + env.get("PYTHONPATH", "")
-    return subprocess.run([python, EXAMPLE, *args], capture_output=True, text=True, timeout=timeout, env=env)
+    env["PYTHONPATH"] = kiln_path
+    return env
 
 
-def test_example_with_onnx_model():
-    proc = run_example(sys.executable, "--model", SAMPLE_CNN, "--runs", "5")
+def run_example(python, kiln_path, *args, timeout=600):
+    return subprocess.run([python, EXAMPLE, *args], capture_output=True, text=True, timeout=timeout,
+                          env=example_env(kiln_path))
+
+
+def test_example_with_onnx_model(kiln_path):
+    proc = run_example(sys.executable, kiln_path, "--model", SAMPLE_CNN, "--runs", "5")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout
     assert "output probs: float32[1, 10]" in out
@@ -30,15 +44,14 @@ def test_example_with_onnx_model():
     assert "speedup" in out
 
 
-def torch_python():
+def torch_python(kiln_path):
     """An interpreter with torch and torchvision that can import this kiln build."""
     candidates = [sys.executable, os.environ.get("KILN_TORCH_PYTHON"), shutil.which("python3"), "/usr/bin/python3"]
-    probe = "import torch, torchvision, kiln; print(kiln.__file__)"
-    env = dict(os.environ)
-    env["PYTHONPATH"] = PACKAGE_PARENT
+    probe = "import torch, torchvision, kiln; torch.zeros(2).numpy(); print(kiln.__file__)"
     for python in dict.fromkeys(c for c in candidates if c):
         try:
-            r = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=120, env=env)
+            r = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=120,
+                               env=example_env(kiln_path))
         except (OSError, subprocess.TimeoutExpired):
             continue
         if r.returncode == 0:
@@ -46,11 +59,11 @@ def torch_python():
     return None
 
 
-def test_example_with_pytorch():
-    python = torch_python()
+def test_example_with_pytorch(kiln_path):
+    python = torch_python(kiln_path)
     if not python:
         pytest.skip("no interpreter with torch + torchvision that can import this kiln build")
-    proc = run_example(python, "--runs", "3")
+    proc = run_example(python, kiln_path, "--runs", "3")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout
     assert "exported resnet18" in out and "check vs PyTorch" in out and "-> PASS" in out

@@ -1,5 +1,8 @@
 #include "core/attributes.h"
 
+#include <cmath>
+#include <limits>
+
 namespace kiln {
 
 const char* attr_type_name(AttrType t) {
@@ -20,7 +23,15 @@ int64_t Attributes::get_int(const std::string& name, int64_t def) const {
   const Attribute* a = find(name);
   if (!a) return def;
   if (auto* v = std::get_if<int64_t>(&a->value)) return *v;
-  if (auto* f = std::get_if<float>(&a->value)) return static_cast<int64_t>(*f);
+  if (auto* f = std::get_if<float>(&a->value)) {
+    // Saturate: a float-to-int cast out of range is undefined behaviour (a fuzzed model
+    // had an inf where an int belongs); NaN has no integer value at all.
+    constexpr float kTwo63 = 9223372036854775808.0f;
+    if (std::isnan(*f)) return def;
+    if (*f >= kTwo63) return std::numeric_limits<int64_t>::max();
+    if (*f < -kTwo63) return std::numeric_limits<int64_t>::min();
+    return static_cast<int64_t>(*f);
+  }
   return def;
 }
 

@@ -1,4 +1,7 @@
 // Engine: a loaded plan (metadata, optimized graph, weights) that creates contexts.
+#include <omp.h>
+
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <limits>
@@ -122,6 +125,11 @@ Status parse_engine_meta(const json& j, EngineImpl* e) {
     e->libraries = t.at("libraries").get<std::string>();
     const json& c = j.at("config");
     e->threads = get_integer<int>(c.at("threads"));
+    if (e->threads < 0) throw std::runtime_error("negative thread count");
+    // Never more OpenMP threads than this machine has processors: more only adds
+    // contention, and a damaged plan's 65536 (found by fuzz_plan_loader) made OpenMP start
+    // that many threads.
+    e->threads = std::min(e->threads, omp_get_num_procs());
     e->memory_limit_bytes = get_integer<size_t>(c.at("memory_limit_bytes"));
     e->precision = c.at("precision");
     for (const auto& d : j.at("inputs")) e->inputs.push_back(desc_from(d));

@@ -1,6 +1,7 @@
 // Corrupted models must give errors, never crashes: random byte mutations of the sample
 // model go through import and, when they still import, through a run.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <fstream>
 #include <limits>
@@ -11,6 +12,7 @@
 #include "model_builder.h"
 #include "onnx/importer.h"
 #include "passes/pass.h"
+#include "runtime/engine_impl.h"
 #include "runtime/inputs.h"
 #include "runtime/interpreter.h"
 
@@ -93,6 +95,73 @@ TEST(Robustness, ConvWithAbsurdAttributesInfersNoGarbageShape) {
   EXPECT_NE(out.status().message().find("pads"), std::string::npos) << out.status().message();
 }
 
+// fuzz_onnx_importer: Softmax with a FLOAT axis of -inf reached get_int's float-to-int
+// cast, undefined behaviour out of range. It saturates now; NaN gives the default.
+TEST(Robustness, FloatAttributeReadAsIntSaturates) {
+  Attributes a;
+  a.set("inf", std::numeric_limits<float>::infinity());
+  a.set("ninf", -std::numeric_limits<float>::infinity());
+  a.set("nan", std::numeric_limits<float>::quiet_NaN());
+  a.set("big", 1e30f);
+  a.set("x", -3.75f);
+  EXPECT_EQ(a.get_int("inf", 0), std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(a.get_int("ninf", 0), std::numeric_limits<int64_t>::min());
+  EXPECT_EQ(a.get_int("nan", 7), 7);
+  EXPECT_EQ(a.get_int("big", 0), std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(a.get_int("x", 0), -3);
+
+  using namespace kiln::testing;
+  auto m = make_model(13);
+  add_input(m, "x", onnx::TensorProto::FLOAT, {"2", "3"});
+  add_float_attr(add_node(m, "Softmax", {"x"}, {"y"}), "axis", std::numeric_limits<float>::infinity());
+  add_output(m, "y", onnx::TensorProto::FLOAT, {"2", "3"});
+  auto model = import_onnx_bytes(m.SerializeAsString(), ".", "softmax_inf_axis.onnx");
+  ASSERT_TRUE(model) << model.status().message();
+  TensorMap feeds;
+  feeds["x"] = random_input(*model->graph, *model->graph->inputs()[0], {2, 3}, 1);
+  auto out = Interpreter(*model->graph).run(feeds);
+  ASSERT_FALSE(out);
+  EXPECT_NE(out.status().message().find("axis"), std::string::npos) << out.status().message();
+}
+
+// fuzz_onnx_importer: Scan-8 (batched) with sequence_lens and a rank-1 scan input indexed
+// the sequence axis of a rank-0 slice (dims()[0] of an empty vector).
+TEST(Robustness, Scan8WithoutSequenceAxisIsAnError) {
+  using namespace kiln::testing;
+  auto m = make_model(8);
+  add_input(m, "x", onnx::TensorProto::FLOAT, {"2"});
+  auto* lens = m.mutable_graph()->add_initializer();
+  lens->set_name("lens");
+  lens->set_data_type(onnx::TensorProto::INT64);
+  lens->add_dims(2);
+  lens->add_int64_data(1);
+  lens->add_int64_data(1);
+  auto* scan = add_node(m, "Scan", {"lens", "x"}, {"z"});
+  auto* num = scan->add_attribute();
+  num->set_name("num_scan_inputs");
+  num->set_type(onnx::AttributeProto::INT);
+  num->set_i(1);
+  auto* body = scan->add_attribute();
+  body->set_name("body");
+  body->set_type(onnx::AttributeProto::GRAPH);
+  onnx::GraphProto* b = body->mutable_g();
+  b->set_name("body");
+  add_value_info(b->add_input(), "e", onnx::TensorProto::FLOAT, {});
+  add_value_info(b->add_output(), "o", onnx::TensorProto::FLOAT, {});
+  auto* id = b->add_node();
+  id->set_op_type("Identity");
+  id->add_input("e");
+  id->add_output("o");
+  add_output(m, "z", onnx::TensorProto::FLOAT, {});
+  auto model = import_onnx_bytes(m.SerializeAsString(), ".", "scan8.onnx");
+  ASSERT_TRUE(model) << model.status().message();
+  TensorMap feeds;
+  feeds["x"] = random_input(*model->graph, *model->graph->inputs()[0], {2}, 1);
+  auto out = Interpreter(*model->graph).run(feeds);
+  ASSERT_FALSE(out);
+  EXPECT_NE(out.status().message().find("sequence axis"), std::string::npos) << out.status().message();
+}
+
 // fuzz_plan_loader: engine metadata with a float where an integer belongs (dims 1e30) went
 // through nlohmann's get<int64_t>(), an out-of-range float-to-int cast; a negative
 // memory_limit_bytes wrapped into a huge size_t. Both must be rejected as corrupt.
@@ -109,7 +178,7 @@ TEST(Robustness, EngineMetadataWithNonIntegerFieldsIsRejected) {
   ASSERT_TRUE(graph);
   const std::vector<std::pair<std::string, nlohmann::json>> edits = {
       {"/inputs/0/dims/0", 1e30}, {"/config/memory_limit_bytes", -1}, {"/config/threads", 1e10},
-      {"/summary/layers", -3}, {"/inputs/0/dtype", 1.5}};
+      {"/config/threads", -1}, {"/summary/layers", -3}, {"/inputs/0/dtype", 1.5}};
   for (const auto& [where, value] : edits) {
     nlohmann::json meta = sections->meta;
     meta[nlohmann::json::json_pointer(where)] = value;
@@ -119,6 +188,22 @@ TEST(Robustness, EngineMetadataWithNonIntegerFieldsIsRejected) {
     ASSERT_FALSE(r) << where;
     EXPECT_NE(r.status().message().find("metadata"), std::string::npos) << where << ": " << r.status().message();
   }
+  // A thread count of 65536 made OpenMP start 65536 threads (out of memory); the engine now
+  // uses at most this machine's processors, and still runs.
+  nlohmann::json meta = sections->meta;
+  meta["config"]["threads"] = 65536;
+  auto bytes = write_plan(meta, *graph.value());
+  ASSERT_TRUE(bytes);
+  auto many = Engine::deserialize(bytes->data(), bytes->size());
+  ASSERT_TRUE(many) << many.status().message();
+  EXPECT_GE(many.value()->impl().threads, 1);
+  EXPECT_LE(many.value()->impl().threads, omp_get_num_procs());
+  auto ctx = many.value()->create_execution_context();
+  ASSERT_TRUE(ctx) << ctx.status().message();
+  std::map<std::string, Tensor> feeds;
+  feeds["image"] = random_input(*graph.value(), *graph.value()->inputs()[0], {1, 3, 32, 32}, 5);
+  auto out = ctx.value()->run(feeds);
+  ASSERT_TRUE(out) << out.status().message();
 }
 
 }  // namespace

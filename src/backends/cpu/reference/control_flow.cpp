@@ -213,6 +213,9 @@ Status scan8_kernel(KernelContext& ctx) {
     if (const Tensor* lens = ctx.input(0); lens && lens->size() > 0) {
       KILN_ENSURE(lens->size() == batch, "sequence_lens has ", lens->size(), " entries for batch ", batch);
       const Tensor& first_scan = slices.back();
+      // A rank-1 input leaves a rank-0 slice, which has no sequence axis to index (found
+      // by fuzz_onnx_importer).
+      KILN_ENSURE(first_scan.rank() >= 1, "Scan-8 scan input ", n_in, " has no sequence axis after its batch axis");
       KILN_ENSURE(lens->get_int(b) == first_scan.dims()[0], "Scan-8 with sequence_lens shorter than the sequence is not supported");
     }
     KernelContext sub;
