@@ -54,6 +54,15 @@ Tensor Tensor::reshaped(Dims dims) const {
 }
 
 Tensor Tensor::clone() const {
+  // Sequences and empty optionals have no buffer of their own: copying nbytes() from a null
+  // data_ was undefined (a fuzzed engine whose output was a sequence, found by
+  // fuzz_plan_loader).
+  if (is_none()) return *this;
+  if (is_sequence()) {
+    std::vector<Tensor> copies;
+    for (const Tensor& item : items()) copies.push_back(item.clone());
+    return sequence(dtype_, std::move(copies));
+  }
   Tensor t(dtype_, dims_);
   if (is_string()) {
     for (int64_t i = 0; i < size(); ++i) t.data<std::string>()[i] = data<std::string>()[i];

@@ -5,6 +5,8 @@
 // (keep order)
 #include <onnx/onnx-data.pb.h>
 
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -20,6 +22,17 @@ Result<std::string> read_file(const std::string& path) {
   std::ostringstream ss;
   ss << f.rdbuf();
   return ss.str();
+}
+
+// Number of values in the repeated field that holds elements of dtype dt.
+int64_t typed_field_size(const onnx::TensorProto& p, DataType dt) {
+  switch (dt) {
+    case DataType::kFloat32: return p.float_data_size();
+    case DataType::kFloat64: return p.double_data_size();
+    case DataType::kInt64: return p.int64_data_size();
+    case DataType::kUInt32: case DataType::kUInt64: return p.uint64_data_size();
+    default: return p.int32_data_size();
+  }
 }
 
 // Copies a typed repeated field into the tensor, checking the element count.
@@ -40,14 +53,25 @@ Status copy_field(const Field& field, Tensor& t, const std::string& what) {
   return Status::ok();
 }
 
-Status load_external(const onnx::TensorProto& proto, const std::string& base_dir, Tensor& t,
-                     const std::string& what) {
+// Reads a tensor's external data. Everything (location, offset, length, file size) is
+// checked before the tensor is allocated: a corrupt model must not make kiln allocate
+// what its dims claim (found by fuzz_onnx_importer), nor throw on a non-numeric offset.
+Result<Tensor> load_external(const onnx::TensorProto& proto, const std::string& base_dir, DataType dt, const Dims& dims,
+                             const std::string& what) {
   std::string location;
   int64_t offset = 0, length = -1;
   for (const auto& kv : proto.external_data()) {
-    if (kv.key() == "location") location = kv.value();
-    else if (kv.key() == "offset") offset = std::stoll(kv.value());
-    else if (kv.key() == "length") length = std::stoll(kv.value());
+    if (kv.key() == "location") {
+      location = kv.value();
+    } else if (kv.key() == "offset" || kv.key() == "length") {
+      char* end = nullptr;
+      errno = 0;
+      const long long v = std::strtoll(kv.value().c_str(), &end, 10);
+      if (kv.value().empty() || *end != '\0' || errno != 0 || v < 0) {
+        return invalid_model(what, ": bad external data ", kv.key(), " '", kv.value(), "'");
+      }
+      (kv.key() == "offset" ? offset : length) = v;
+    }
   }
   if (location.empty()) return invalid_model(what, ": external data has no location");
   std::filesystem::path rel(location);
@@ -58,19 +82,21 @@ Status load_external(const onnx::TensorProto& proto, const std::string& base_dir
   std::ifstream f(path, std::ios::binary);
   if (!f) return io_error(what, ": cannot open external data file '", path, "'");
   f.seekg(0, std::ios::end);
-  int64_t file_size = f.tellg();
-  int64_t need = static_cast<int64_t>(t.nbytes());
+  const int64_t file_size = f.tellg();
+  const int64_t need = num_elements(dims) * static_cast<int64_t>(dtype_size(dt));
   if (length >= 0 && length != need) {
-    return invalid_model(what, ": external data length ", length, " does not match ", need, " bytes of ", t.describe());
+    return invalid_model(what, ": external data length ", length, " does not match ", need, " bytes of ", dtype_name(dt),
+                         dims_str(dims));
   }
-  if (offset < 0 || offset + need > file_size) {
-    return invalid_model(what, ": external data file '", path, "' is too short (", file_size, " bytes, need ",
-                         offset + need, ")");
+  if (file_size < 0 || offset > file_size || need > file_size - offset) {
+    return invalid_model(what, ": external data file '", path, "' is too short (", file_size, " bytes, need ", need,
+                         " at offset ", offset, ")");
   }
+  Tensor t(dt, dims);
   f.seekg(offset);
   f.read(static_cast<char*>(t.raw()), need);
   if (!f) return io_error(what, ": failed to read external data from '", path, "'");
-  return Status::ok();
+  return t;
 }
 
 // 4-bit and 2-bit types are packed in TensorProtos (first element in the lowest bits) and
@@ -107,25 +133,27 @@ std::string pack_elements(const Tensor& t) {
 // Decodes a packed (4-bit / 2-bit) tensor from raw_data, int32_data or external data.
 Result<Tensor> packed_from_proto(const onnx::TensorProto& proto, DataType dt, const Dims& dims,
                                  const std::string& base_dir, const std::string& what) {
-  Tensor t(dt, dims);
-  const int64_t need = packed_size(dt, t.size());
-  Tensor packed(DataType::kUInt8, {need});
+  const int64_t need = packed_size(dt, num_elements(dims));
+  Tensor packed;
   if (proto.data_location() == onnx::TensorProto::EXTERNAL) {
-    KILN_RETURN_IF_ERROR(load_external(proto, base_dir, packed, what));
+    KILN_ASSIGN_OR_RETURN(packed, load_external(proto, base_dir, DataType::kUInt8, {need}, what));
   } else if (proto.has_raw_data()) {
     const std::string& raw = proto.raw_data();
     if (static_cast<int64_t>(raw.size()) != need) {
       return invalid_model(what, ": raw_data has ", raw.size(), " bytes but ", dtype_name(dt), dims_str(dims),
                            " needs ", need, " (packed)");
     }
+    packed = Tensor(DataType::kUInt8, {need});
     if (need) std::memcpy(packed.raw(), raw.data(), raw.size());
   } else {
     if (proto.int32_data_size() != need) {
       return invalid_model(what, ": has ", proto.int32_data_size(), " packed int32_data values but ", dtype_name(dt),
                            dims_str(dims), " needs ", need);
     }
+    packed = Tensor(DataType::kUInt8, {need});
     for (int64_t i = 0; i < need; ++i) packed.data<uint8_t>()[i] = static_cast<uint8_t>(proto.int32_data(static_cast<int>(i)));
   }
+  Tensor t(dt, dims);
   unpack_elements(dt, packed.data<uint8_t>(), t);
   return t;
 }
@@ -150,20 +178,18 @@ Result<Tensor> tensor_from_proto(const onnx::TensorProto& proto, const std::stri
   if (total * static_cast<long double>(dtype_size(dt)) > static_cast<long double>(1ull << 40)) {
     return invalid_model(what, ": shape ", dims_str(dims), " is too large");
   }
+  // Counts are checked before allocating: dims claim sizes, the data has to back them.
+  const int64_t n = num_elements(dims);
   if (dt == DataType::kString) {
-    Tensor t(dt, dims);
-    if (proto.string_data_size() != t.size()) {
-      return invalid_model(what, ": has ", proto.string_data_size(), " strings but its shape ", dims_str(dims), " needs ", t.size());
+    if (proto.string_data_size() != n) {
+      return invalid_model(what, ": has ", proto.string_data_size(), " strings but its shape ", dims_str(dims), " needs ", n);
     }
+    Tensor t(dt, dims);
     for (int64_t i = 0; i < t.size(); ++i) t.data<std::string>()[i] = proto.string_data(static_cast<int>(i));
     return t;
   }
   if (packed_bits(dt)) return packed_from_proto(proto, dt, dims, base_dir, what);
-  if (proto.data_location() == onnx::TensorProto::EXTERNAL) {
-    Tensor t(dt, dims);
-    KILN_RETURN_IF_ERROR(load_external(proto, base_dir, t, what));
-    return t;
-  }
+  if (proto.data_location() == onnx::TensorProto::EXTERNAL) return load_external(proto, base_dir, dt, dims, what);
   if (proto.has_raw_data()) {
     const std::string& raw = proto.raw_data();
     int64_t need = num_elements(dims) * static_cast<int64_t>(dtype_size(dt));
@@ -174,6 +200,9 @@ Result<Tensor> tensor_from_proto(const onnx::TensorProto& proto, const std::stri
     Tensor t(dt, dims);
     if (need) std::memcpy(t.raw(), raw.data(), raw.size());
     return t;
+  }
+  if (typed_field_size(proto, dt) != n) {
+    return invalid_model(what, ": has ", typed_field_size(proto, dt), " values but its shape ", dims_str(dims), " needs ", n);
   }
   Tensor t(dt, dims);
   Status s;

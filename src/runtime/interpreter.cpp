@@ -61,6 +61,14 @@ Status validate_inputs(const Graph& g, const TensorMap& inputs) {
 namespace {
 
 // Names that subgraphs (at any depth) capture from enclosing scopes.
+// Ops whose kernels take sequences and empty optionals as inputs; every other kernel
+// reads a tensor buffer, which those do not have.
+bool takes_non_tensors(Op op) {
+  const std::string_view name = op_name(op);
+  return name.rfind("Sequence", 0) == 0 || name.rfind("Optional", 0) == 0 || op == Op::ConcatFromSequence ||
+         op == Op::SplitToSequence || op == Op::Identity || op == Op::If || op == Op::Loop || op == Op::Scan;
+}
+
 void collect_captures(const Graph& g, std::unordered_set<std::string>& names) {
   for (Node* n : g.nodes()) {
     for (Graph* sub : n->subgraphs()) {
@@ -126,6 +134,16 @@ Result<std::vector<Tensor>> execute_graph(const Graph& g, const std::vector<Tens
         if (ctx.inputs[i] && ctx.inputs[i]->is_string()) {
           return unsupported(n->describe(), ": input ", i, " is a string tensor, which ", op_name(n->op()),
                              " does not support");
+        }
+      }
+    }
+    if (!takes_non_tensors(n->op())) {
+      // A fuzzed ReduceLogSum of a SplitToSequence output read through a null pointer.
+      for (size_t i = 0; i < ctx.inputs.size(); ++i) {
+        const Tensor* t = ctx.inputs[i];
+        if (t && (t->is_sequence() || t->is_none())) {
+          return invalid_argument(n->describe(), ": input ", i, " is ", t->is_sequence() ? "a sequence" : "an empty optional",
+                                  ", which ", op_name(n->op()), " does not take");
         }
       }
     }

@@ -4,6 +4,7 @@
 #include <omp.h>
 
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <random>
 
@@ -160,6 +161,89 @@ TEST(Robustness, Scan8WithoutSequenceAxisIsAnError) {
   auto out = Interpreter(*model->graph).run(feeds);
   ASSERT_FALSE(out);
   EXPECT_NE(out.status().message().find("sequence axis"), std::string::npos) << out.status().message();
+}
+
+// fuzz_onnx_importer: ReduceLogSum of a SplitToSequence output: the reduction kernel read
+// the sequence's (null) tensor buffer. Only sequence/optional ops, control flow and
+// Identity take sequences; the interpreter rejects them elsewhere.
+TEST(Robustness, SequenceFedToTensorOpIsAnError) {
+  using namespace kiln::testing;
+  auto m = make_model(13);
+  add_input(m, "x", onnx::TensorProto::FLOAT, {"2", "2"});
+  add_node(m, "SplitToSequence", {"x"}, {"seq"});
+  add_node(m, "ReduceLogSum", {"seq"}, {"y"});
+  add_output(m, "y", onnx::TensorProto::FLOAT, {});
+  auto model = import_onnx_bytes(m.SerializeAsString(), ".", "sequence_to_reduce.onnx");
+  ASSERT_TRUE(model) << model.status().message();
+  TensorMap feeds;
+  feeds["x"] = random_input(*model->graph, *model->graph->inputs()[0], {2, 2}, 1);
+  auto out = Interpreter(*model->graph).run(feeds);
+  ASSERT_FALSE(out);
+  EXPECT_NE(out.status().message().find("is a sequence"), std::string::npos) << out.status().message();
+}
+
+// fuzz_onnx_importer: an initializer's dims were allocated before checking that the proto
+// holds that many values: a string tensor [4,4,2^31,3] without data asked for 10^11
+// strings. Also a non-numeric external data offset threw std::invalid_argument.
+TEST(Robustness, InitializerDimsMustBeBackedByData) {
+  using namespace kiln::testing;
+  auto model_with = [](const std::function<void(onnx::TensorProto*)>& fill) {
+    auto m = make_model(17);
+    add_input(m, "x", onnx::TensorProto::FLOAT, {"1"});
+    auto* t = m.mutable_graph()->add_initializer();
+    t->set_name("w");
+    fill(t);
+    add_node(m, "Identity", {"w"}, {"y"});
+    add_output(m, "y", onnx::TensorProto::FLOAT, {});
+    return m.SerializeAsString();
+  };
+  const std::vector<std::pair<std::string, std::function<void(onnx::TensorProto*)>>> cases = {
+      {"strings", [](onnx::TensorProto* t) {
+         t->set_data_type(onnx::TensorProto::STRING);
+         for (int64_t d : {int64_t{4}, int64_t{4}, int64_t{1} << 31, int64_t{3}}) t->add_dims(d);
+       }},
+      {"values", [](onnx::TensorProto* t) {  // 512 GB of floats claimed, one given
+         t->set_data_type(onnx::TensorProto::FLOAT);
+         t->add_dims(int64_t{1} << 37);
+         t->add_float_data(1.0f);
+       }},
+      {"packed", [](onnx::TensorProto* t) {
+         t->set_data_type(22);  // INT4 (newer than this onnx release)
+         t->add_dims(int64_t{1} << 38);
+       }},
+      {"bad external data offset", [](onnx::TensorProto* t) {
+         t->set_data_type(onnx::TensorProto::FLOAT);
+         t->add_dims(4);
+         t->set_data_location(onnx::TensorProto::EXTERNAL);
+         auto* loc = t->add_external_data();
+         loc->set_key("location");
+         loc->set_value("w.bin");
+         auto* off = t->add_external_data();
+         off->set_key("offset");
+         off->set_value("abc");
+       }},
+  };
+  for (const auto& [want, fill] : cases) {
+    auto r = import_onnx_bytes(model_with(fill), "/nonexistent-kiln-dir", "dims.onnx");
+    ASSERT_FALSE(r) << want;
+    EXPECT_NE(r.status().message().find(want), std::string::npos) << r.status().message();
+  }
+}
+
+// fuzz_plan_loader: an engine whose output is a sequence returned it through
+// Tensor::clone(), which copied nbytes() from the sequence's null buffer.
+TEST(Robustness, CloneOfSequenceAndNoneCopiesTheItems) {
+  Tensor item = make_tensor<float>({2}, {1.5f, -2.0f});
+  Tensor seq = Tensor::sequence(DataType::kFloat32, {item, item});
+  Tensor copy = seq.clone();
+  ASSERT_TRUE(copy.is_sequence());
+  ASSERT_EQ(copy.items().size(), 2u);
+  EXPECT_NE(copy.items()[0].raw(), item.raw());  // a deep copy
+  EXPECT_EQ(copy.items()[1].data<float>()[1], -2.0f);
+  Tensor none = Tensor::none(DataType::kFloat32, true);
+  Tensor none_copy = none.clone();
+  EXPECT_TRUE(none_copy.is_none());
+  EXPECT_TRUE(none_copy.none_of_sequence());
 }
 
 // fuzz_plan_loader: engine metadata with a float where an integer belongs (dims 1e30) went
