@@ -128,15 +128,17 @@ kiln::Tensor random_tensor(kiln::DataType dt, const kiln::Dims& dims, std::mt199
 
 // Creates a context and runs the engine once if every value of its graph is small.
 void maybe_run(const kiln::Engine& engine) {
-  const kiln::Graph& g = *engine.impl().graph;
-  if (!kiln::fuzz::runnable(g)) return;  // needs static, small shapes: dynamic inputs skip
+  // Sizes are checked on a fresh copy of the graph whose shapes come from inference alone
+  // (fuzz_util.h); engines with dynamic inputs load but do not run.
+  auto fresh = kiln::import_plan_graph(engine.impl().plan, "engine");
+  if (!fresh.is_ok() || !kiln::fuzz::reinfer_shapes(**fresh) || !kiln::fuzz::runnable(**fresh)) return;
   auto ctx = engine.create_execution_context();
   if (!ctx.is_ok()) return;
   std::mt19937 rng(1234);
   std::map<std::string, kiln::Tensor> feeds;
   // Shapes from the graph (runnable() proved them static and small), not from the
   // metadata, which only has to name the same inputs.
-  for (const kiln::Value* v : g.inputs()) {
+  for (const kiln::Value* v : (*fresh)->inputs()) {
     if (v->dtype == kiln::DataType::kString) return;
     kiln::Dims dims;
     for (const kiln::Dim& d : *v->shape) dims.push_back(d.value);

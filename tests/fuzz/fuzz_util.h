@@ -10,6 +10,7 @@
 
 #include "core/tensor.h"
 #include "ir/graph.h"
+#include "passes/pass.h"
 #include "runtime/inputs.h"
 #include "runtime/interpreter.h"
 
@@ -114,6 +115,37 @@ inline bool pin_input_shapes(Graph& g) {
     v->shape = s;
   }
   return true;
+}
+
+inline void forget_output_shapes(Graph& g) {
+  for (Node* n : g.nodes()) {
+    for (Value* o : n->outputs()) {
+      if (o) o->shape.reset();
+    }
+    for (Graph* sub : n->subgraphs()) forget_output_shapes(*sub);
+  }
+}
+
+inline bool infer_all(Graph& g, int passes) {
+  PassReport report;
+  PassContext ctx(report);
+  for (int k = 0; k < passes; ++k) {
+    if (!infer_shapes(g, ctx).is_ok()) return false;
+    for (Node* n : g.nodes()) {
+      for (Graph* sub : n->subgraphs()) {
+        if (!infer_all(*sub, 1)) return false;
+      }
+    }
+  }
+  return true;
+}
+
+// Shapes that runnable() may trust: every node output's declared shape (value_info and
+// graph outputs are the model's claims: a Multinomial declared [1,2] asked for [1,2^31])
+// is dropped and inferred again, subgraphs too (outer graph, bodies, outer graph again).
+inline bool reinfer_shapes(Graph& g) {
+  forget_output_shapes(g);
+  return infer_all(g, 2);
 }
 
 // Random inputs (fixed seed) for the graph's inputs; false when an input cannot be made.

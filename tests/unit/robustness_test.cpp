@@ -8,6 +8,7 @@
 #include <limits>
 #include <random>
 
+#include "backends/cpu/reference/kernel.h"
 #include "builder/plan_file.h"
 #include "kiln/kiln.h"
 #include "model_builder.h"
@@ -228,6 +229,45 @@ TEST(Robustness, InitializerDimsMustBeBackedByData) {
     ASSERT_FALSE(r) << want;
     EXPECT_NE(r.status().message().find(want), std::string::npos) << r.status().message();
   }
+}
+
+// fuzz_onnx_importer: an Optional without input whose `type` attribute was a STRING
+// ("SAME_UPPER") rather than a TypeProto reached the kernel, whose std::stoi threw.
+TEST(Robustness, OptionalWithBadTypeAttributeIsAnError) {
+  for (const std::string type : {"SAME_UPPER", "tensor:", "seq:x7", "tensor:99999999999999999999", "tensor:1"}) {
+    Attributes attrs;
+    attrs.set("type", type);
+    KernelContext kc;
+    kc.op = Op::Optional;
+    kc.attrs = &attrs;
+    kc.outputs.resize(1);
+    kc.output_wanted.push_back(true);
+    Status s = reference_kernels().find(Op::Optional)(kc);
+    if (type == "tensor:1") {
+      ASSERT_TRUE(s) << s.message();
+      EXPECT_TRUE(kc.outputs[0].is_none());
+    } else {
+      ASSERT_FALSE(s) << type;
+      EXPECT_NE(s.message().find("type"), std::string::npos) << s.message();
+    }
+  }
+}
+
+// fuzz_onnx_importer: Squeeze of a scalar with axes [0] (constant-folded by the optimizer)
+// read x.dim(0) of a rank-0 tensor.
+TEST(Robustness, SqueezeOfScalarIsAnError) {
+  Tensor x = make_tensor<float>({}, {2.0f});
+  Tensor axes = make_int64_vector({0});
+  KernelContext kc;
+  kc.op = Op::Squeeze;
+  Attributes attrs;
+  kc.attrs = &attrs;
+  kc.inputs = {&x, &axes};
+  kc.outputs.resize(1);
+  kc.output_wanted.push_back(true);
+  Status s = reference_kernels().find(Op::Squeeze)(kc);
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.message().find("out of range"), std::string::npos) << s.message();
 }
 
 // fuzz_plan_loader: an engine whose output is a sequence returned it through

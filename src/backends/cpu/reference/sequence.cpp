@@ -1,5 +1,7 @@
 // Sequence and optional ops. Sequences and "none" optionals travel as Tensor values of
 // kind kSequence / kNone (core/tensor.h), so these kernels share the common signature.
+#include <cstdlib>
+
 #include "backends/cpu/reference/kernel.h"
 #include "backends/cpu/reference/shape_common.h"
 #include "backends/cpu/reference/util.h"
@@ -221,7 +223,14 @@ Status optional_kernel(KernelContext& ctx) {
   std::string type = ctx.attr().get_string("type", "");
   KILN_ENSURE(!type.empty(), "an Optional without input needs the type attribute");
   bool seq = type.rfind("seq:", 0) == 0;
-  auto dt = static_cast<DataType>(std::stoi(type.substr(type.find(':') + 1)));
+  // Parsed without std::stoi, which threw on a fuzzed `type` attribute ("none").
+  const size_t colon = type.find(':');
+  const std::string code = colon == std::string::npos ? std::string() : type.substr(colon + 1);
+  char* end = nullptr;
+  const long v = std::strtol(code.c_str(), &end, 10);
+  const auto dt = static_cast<DataType>(v);
+  KILN_ENSURE(!code.empty() && *end == '\0' && v >= 0 && v < 64 && is_supported_dtype(dt), "bad Optional type attribute '",
+              type, "'");
   ctx.set_output(0, Tensor::none(dt, seq));
   return Status::ok();
 }

@@ -105,6 +105,9 @@ Status squeeze_kernel(KernelContext& ctx) {
     KILN_RETURN_IF_ERROR(read_ints(*ctx.input(1), "axes", &axes));
     KILN_RETURN_IF_ERROR(normalize_axes(axes, x.rank()));
     for (int64_t a : axes) {
+      // normalize_axes lets axis 0 through for a scalar; a scalar has no axis to squeeze
+      // (x.dim(0) read past its dims, found by fuzz_onnx_importer).
+      KILN_ENSURE(a < x.rank(), "axis ", a, " is out of range for rank ", x.rank());
       KILN_ENSURE(x.dim(static_cast<int>(a)) == 1, "cannot squeeze axis ", a, " of ", x.describe(),
                   ": its size is not 1");
       drop[static_cast<size_t>(a)] = true;
