@@ -7,6 +7,7 @@
 #include "builder/timing_cache.h"
 #include "onnx/importer.h"
 #include "passes/pass.h"
+#include "runtime/cuda_hooks.h"
 #include "runtime/engine_impl.h"
 
 namespace kiln {
@@ -20,6 +21,24 @@ using Clock = std::chrono::steady_clock;
 class TacticTimer : public TacticChooser {
  public:
   explicit TacticTimer(TimingCache& cache) : cache_(cache) {}
+
+  double cached_ms(const Step& step, const std::string& tactic) override {
+    double ms = cache_.find(layer_signature(*step.node), tactic);
+    if (ms >= 0) ++hits;
+    return ms;
+  }
+  void store_ms(const Step& step, const std::string& tactic, double ms) override {
+    ++timed;
+    cache_.put(layer_signature(*step.node), tactic, ms);
+  }
+  void chose(const Step& step, double ms) override {
+    for (Value* o : step.node->outputs()) {
+      if (o) {
+        chosen_ms[o->name()] = ms;
+        break;
+      }
+    }
+  }
   int timed = 0;
   int hits = 0;
   std::map<std::string, double> chosen_ms;  // layer key -> time of the chosen tactic
@@ -170,7 +189,8 @@ Result<std::shared_ptr<Engine>> build(ImportedModel model, const BuilderConfig& 
     if (config.progress) config.progress(stage, f);
   };
   if (config.device == DeviceKind::kCUDA) {
-    return unsupported("this build of kiln has no CUDA backend (build with CUDA to target GPUs)");
+    // Tactics are chosen (and timed) on the GPU the engine is built on.
+    KILN_RETURN_IF_ERROR(cuda_device_status().with_context("building for CUDA: "));
   }
   if (config.optimization_level < 0 || config.optimization_level > 2) {
     return invalid_argument("optimization level ", config.optimization_level, " is not 0, 1 or 2");
@@ -209,11 +229,17 @@ Result<std::shared_ptr<Engine>> build(ImportedModel model, const BuilderConfig& 
     PassContext ctx(r);
     KILN_RETURN_IF_ERROR(infer_shapes(g, ctx));
   }
+  if (config.device == DeviceKind::kCUDA && (config.fp16 || config.bf16)) {
+    PassReport r;
+    PassContext ctx(r);
+    KILN_RETURN_IF_ERROR(lower_float_precision(g, config.fp16 ? DataType::kFloat16 : DataType::kBFloat16, ctx)
+                             .with_context("lowering precision: "));
+  }
 
   EngineImpl draft;
   draft.device = config.device;
   draft.arch = host_arch();
-  draft.libraries = fast::library_versions();
+  draft.libraries = config.device == DeviceKind::kCUDA ? cuda_library_versions() : fast::library_versions();
   for (Value* v : g.inputs()) draft.inputs.push_back(describe_value(*v));
   for (Value* v : g.outputs()) draft.outputs.push_back(describe_value(*v));
   draft.profiles = profiles;
@@ -254,7 +280,9 @@ Result<std::shared_ptr<Engine>> build(ImportedModel model, const BuilderConfig& 
     for (const Step& st : ctx->impl().steps) {
       for (Value* o : st.node->outputs()) {
         if (!o) continue;
-        tactic_of[o->name()] = st.tactic ? st.tactic->name : "reference";
+        tactic_of[o->name()] = st.tactic ? st.tactic->name : st.device_tactic ? st.device_tactic
+                                                                     : config.device == DeviceKind::kCUDA ? "cpu fallback"
+                                                                                                          : "reference";
         break;
       }
     }

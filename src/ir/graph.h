@@ -114,6 +114,7 @@ class Graph {
   Node* add_node(Op op, const std::string& name, const std::vector<Value*>& inputs,
                  const std::vector<std::string>& output_names);
   void add_output(Value* v) { outputs_.push_back(v); }
+  void set_output(size_t i, Value* v) { outputs_.at(i) = v; }
 
   const std::vector<Value*>& inputs() const { return inputs_; }
   const std::vector<Value*>& outputs() const { return outputs_; }

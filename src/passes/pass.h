@@ -63,6 +63,14 @@ Status merge_parallel_gemms(Graph& g, PassContext& ctx);
 Status fuse_elementwise_chains(Graph& g, PassContext& ctx);  // a final pass (see below)
 
 // The ordered pipeline (pipeline.cpp).
+// Precision lowering for GPU engines built with --fp16/--bf16 (not part of the pipeline;
+// the builder runs it after optimizing): float32 activations and weights become `target`
+// (float16 or bfloat16; constants saturate to its finite range), with Casts at the graph's
+// float32 inputs and outputs so the engine's interface keeps the model's dtypes. Inputs
+// that ops read as float32 parameters (Resize roi/scales) stay float32. Kernels keep
+// numerically sensitive math (norm statistics, softmax, accumulation) in float32.
+Status lower_float_precision(Graph& g, DataType target, PassContext& ctx);
+
 const std::vector<PassInfo>& optimization_pipeline();
 // Passes run once after the pipeline's fixed point (rewrites that would hide patterns
 // from the pipeline's passes), in order.

@@ -1,4 +1,6 @@
 #include "runtime/bench.h"
+#include "runtime/cuda_hooks.h"
+#include "runtime/engine_impl.h"
 
 #include <omp.h>
 
@@ -58,6 +60,7 @@ Result<BenchReport> benchmark(const Engine& e, const TensorMap& feeds, const Ben
   KILN_ASSIGN_OR_RETURN(auto ctx_r, e.create_execution_context());
   ExecutionContext& ctx = *ctx_r;
 
+  const bool cuda = e.device() == DeviceKind::kCUDA;
   // Bind inputs, then outputs with shapes known before running (data-dependent ones stay
   // in the context's memory).
   for (const TensorDesc& d : e.inputs()) {
@@ -72,11 +75,18 @@ Result<BenchReport> benchmark(const Engine& e, const TensorMap& feeds, const Ben
     }
     r.shapes[d.name] = t.dims();
     KILN_RETURN_IF_ERROR(ctx.set_input_shape(d.name, t.dims()));
-    KILN_RETURN_IF_ERROR(ctx.set_tensor_address(d.name, const_cast<void*>(t.raw())));  // inputs are only read
+    if (!cuda) KILN_RETURN_IF_ERROR(ctx.set_tensor_address(d.name, const_cast<void*>(t.raw())));  // only read
+  }
+  // CUDA: inputs are uploaded once into the context's device buffers; outputs stay there.
+  if (cuda) {
+    cuda_set_graphs(ctx.impl(), o.cuda_graphs);
+    if (ctx.impl().dirty) KILN_RETURN_IF_ERROR(ctx.impl().setup());  // device memory for these shapes
+    KILN_RETURN_IF_ERROR(cuda_upload_inputs(ctx.impl(), std::map<std::string, Tensor>(feeds.begin(), feeds.end())));
   }
   std::vector<Tensor> out_buffers;
   out_buffers.reserve(e.outputs().size());
   for (const TensorDesc& d : e.outputs()) {
+    if (cuda) break;
     KILN_ASSIGN_OR_RETURN(Dims dims, ctx.tensor_shape(d.name));
     if (std::any_of(dims.begin(), dims.end(), [](int64_t x) { return x < 0; })) continue;
     out_buffers.emplace_back(d.dtype, dims);
@@ -96,13 +106,14 @@ Result<BenchReport> benchmark(const Engine& e, const TensorMap& feeds, const Ben
   // means exactly that many runs.
   const int min_iters = o.iterations > 0 ? o.iterations : 10;
   const double min_s = o.duration_s >= 0 ? o.duration_s : (o.iterations > 0 ? 0.0 : 3.0);
-  std::vector<double> lat;
+  std::vector<double> lat, gpu;
   const auto start = Clock::now();
   r.warmup_ms = std::chrono::duration<double, std::milli>(start - w0).count();
   while (static_cast<int>(lat.size()) < min_iters || std::chrono::duration<double>(Clock::now() - start).count() < min_s) {
     const auto t0 = Clock::now();
     KILN_RETURN_IF_ERROR(ctx.execute());
     lat.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    if (cuda) gpu.push_back(cuda_last_gpu_ms(ctx.impl()));
     if (stop()) return interrupted;
   }
   r.duration_s = std::chrono::duration<double>(Clock::now() - start).count();
@@ -116,6 +127,27 @@ Result<BenchReport> benchmark(const Engine& e, const TensorMap& feeds, const Ben
                   {"p95", percentile(sorted, 95)},    {"p99", percentile(sorted, 99)},
                   {"max", sorted.back()}};
   r.throughput_qps = static_cast<double>(lat.size()) / r.duration_s;
+  if (cuda) {
+    std::sort(gpu.begin(), gpu.end());
+    r.gpu_compute_ms = percentile(gpu, 50);
+    r.cuda_graph = cuda_uses_graph(ctx.impl());
+    r.cpu_fallback_layers = cuda_fallback_layers(ctx.impl());
+    // Transfers, timed apart from compute: the inputs up, the outputs down.
+    const std::map<std::string, Tensor> host(feeds.begin(), feeds.end());
+    std::vector<double> up, down;
+    for (int i = 0; i < 20; ++i) {
+      auto t0 = Clock::now();
+      KILN_RETURN_IF_ERROR(cuda_upload_inputs(ctx.impl(), host));
+      up.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+      t0 = Clock::now();
+      for (const TensorDesc& d : e.outputs()) KILN_RETURN_IF_ERROR(cuda_download(ctx.impl(), d.name).status());
+      down.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    }
+    std::sort(up.begin(), up.end());
+    std::sort(down.begin(), down.end());
+    r.h2d_ms = percentile(up, 50);
+    r.d2h_ms = percentile(down, 50);
+  }
 
   // Per-layer times in a separate pass, so the per-layer clocks don't skew the latency.
   if (o.profile) {
@@ -133,7 +165,10 @@ Result<BenchReport> benchmark(const Engine& e, const TensorMap& feeds, const Ben
       const Node& n = *steps[i].node;
       std::string name = n.name();
       if (name.empty() && n.output(0)) name = n.output(0)->name();
-      r.layers.push_back({name, op_name(n.op()), steps[i].tactic ? steps[i].tactic->name : "reference", times[i].second});
+      const char* tactic = steps[i].tactic ? steps[i].tactic->name
+                           : steps[i].device_tactic ? steps[i].device_tactic
+                           : cuda ? "cpu fallback" : "reference";
+      r.layers.push_back({name, op_name(n.op()), tactic, times[i].second});
       r.layers_total_ms += times[i].second;
     }
     std::stable_sort(r.layers.begin(), r.layers.end(),
@@ -156,6 +191,13 @@ nlohmann::json bench_report_json(const BenchReport& r) {
   for (const auto& [k, v] : r.latency_ms) jl[k] = v;
   j["latency_ms"] = jl;
   j["throughput_qps"] = r.throughput_qps;
+  if (r.gpu_compute_ms >= 0) {
+    j["h2d_ms"] = r.h2d_ms;
+    j["gpu_compute_ms"] = r.gpu_compute_ms;
+    j["d2h_ms"] = r.d2h_ms;
+    j["cuda_graph"] = r.cuda_graph;
+    j["cpu_fallback_layers"] = r.cpu_fallback_layers;
+  }
   if (r.profiled) {
     nlohmann::json arr = nlohmann::json::array();
     for (const BenchLayerTime& l : r.layers) {
@@ -175,6 +217,11 @@ std::string format_bench_report(const BenchReport& r) {
   os << "Latency (ms):";
   for (const auto& [k, v] : r.latency_ms) os << "  " << k << " " << std::setprecision(4) << v;
   os << "\nThroughput: " << std::setprecision(2) << r.throughput_qps << " qps\n" << std::defaultfloat;
+  if (r.gpu_compute_ms >= 0) {
+    os << std::fixed << std::setprecision(4) << "GPU (medians, ms): H2D " << r.h2d_ms << "  compute " << r.gpu_compute_ms
+       << "  D2H " << r.d2h_ms << "  (CUDA graph " << (r.cuda_graph ? "on" : "off") << ", " << r.cpu_fallback_layers
+       << " layer(s) on the CPU)\n" << std::defaultfloat;
+  }
   if (r.profiled) {
     os << "Per-layer times (mean of " << r.profiled_runs << " profiled runs; total " << std::fixed << std::setprecision(4)
        << r.layers_total_ms << " ms):\n";

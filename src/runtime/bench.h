@@ -21,6 +21,7 @@ struct BenchOptions {
   double duration_s = -1;   // -1: 3 s unless iterations is given
   int iterations = -1;      // -1: at least 10
   bool profile = false;     // also time each layer, in a separate pass
+  bool cuda_graphs = true;  // CUDA engines: replay the enqueue as a CUDA graph
   // Polled between runs; returning true stops with a kInternal status "interrupted".
   std::function<bool()> cancelled;
 };
@@ -42,6 +43,12 @@ struct BenchReport {
   // min, mean, median, p90, p95, p99, max (milliseconds), in that order.
   std::vector<std::pair<std::string, double>> latency_ms;
   double throughput_qps = 0;
+  // CUDA engines (like trtexec): medians of the input upload from pinned host memory, of
+  // the GPU compute time (CUDA events around the enqueue) and of the output download.
+  // -1 for CPU engines. latency_ms is the host's view: enqueue, compute and synchronize.
+  double h2d_ms = -1, gpu_compute_ms = -1, d2h_ms = -1;
+  bool cuda_graph = false;
+  int cpu_fallback_layers = 0;
   bool profiled = false;
   int profiled_runs = 0;
   double layers_total_ms = 0;

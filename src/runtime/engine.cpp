@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "passes/pass.h"
+#include "runtime/cuda_hooks.h"
 #include "runtime/engine_impl.h"
 
 namespace kiln {
@@ -178,7 +179,7 @@ Result<std::shared_ptr<Engine>> engine_from_storage(std::shared_ptr<PlanStorage>
   if (e->arch != host_arch()) {
     return unsupported(what, ": the engine was built for ", e->arch, ", this machine is ", host_arch(), "; rebuild it here");
   }
-  if (e->device == DeviceKind::kCUDA) {
+  if (e->device == DeviceKind::kCUDA && !cuda_compiled()) {
     return unsupported(what, ": the engine targets CUDA, which this build of kiln does not include");
   }
   KILN_ASSIGN_OR_RETURN(e->graph, import_plan_graph(e->plan, what));
@@ -284,6 +285,7 @@ Result<std::unique_ptr<ExecutionContext>> Engine::create_execution_context(int p
   if (profile < 0 || profile >= static_cast<int>(impl_->profiles.size())) {
     return invalid_argument("profile ", profile, " does not exist (the engine has ", impl_->profiles.size(), ")");
   }
+  if (impl_->device == DeviceKind::kCUDA) KILN_RETURN_IF_ERROR(cuda_device_status());
   auto c = std::make_unique<ContextImpl>();
   c->engine = shared_from_this();
   c->e = impl_.get();

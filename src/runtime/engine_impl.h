@@ -14,6 +14,7 @@
 #include "builder/plan_file.h"
 #include "ir/graph.h"
 #include "kiln/kiln.h"
+#include "runtime/memory_plan.h"
 
 namespace kiln {
 
@@ -57,6 +58,9 @@ struct Step {
   const fast::Tactic* tactic = nullptr;  // null: the reference kernel
   std::unique_ptr<fast::Kernel> kernel;
   KernelFn reference = nullptr;
+  // CUDA engines: the CUDA tactic serving the layer, or null for a CPU fallback (the
+  // kernel itself lives in the context's CUDA state, backends/cuda/cuda_context.cpp).
+  const char* device_tactic = nullptr;
   std::vector<int> in, out;              // slot indices, -1 for an omitted value
   std::vector<const Tensor*> in_ptrs;
   std::vector<Tensor*> out_ptrs;
@@ -68,6 +72,12 @@ struct Step {
 // one (the builder times them). Null outside of builds.
 struct TacticChooser {
   virtual ~TacticChooser() = default;
+  // Timing cache access for backends that time their own candidates (CUDA): the cached
+  // time of `tactic` for the step's layer (-1: none), storing a measurement, and noting
+  // the time of the tactic chosen for the layer.
+  virtual double cached_ms(const Step& step, const std::string& tactic) = 0;
+  virtual void store_ms(const Step& step, const std::string& tactic, double ms) = 0;
+  virtual void chose(const Step& step, double ms) = 0;
   virtual const fast::Tactic* choose(const Step& step, const fast::LayerSpec& spec,
                                      const std::vector<const fast::Tactic*>& candidates,
                                      const std::vector<fast::TensorShape>& in_shapes,
@@ -99,8 +109,16 @@ struct ContextImpl {
   // by later steps, so this is the only moment intermediates can be read.
   std::function<void(const Node&, const std::vector<Tensor*>&)> step_observer;
 
+  // CUDA engines: the CUDA state (backends/cuda/cuda_context.cpp), type-erased so that
+  // the runtime compiles without CUDA; kept across setups (handles, streams).
+  std::shared_ptr<void> cuda;
+  bool use_cuda_graphs = true;  // replay the whole enqueue as one CUDA graph when possible
+
   Status setup();
   Status run_steps();
+  // First and last step index using each slot (graph outputs and values captured by
+  // subgraphs: the step count), and the arena buffers' lives with their slot indices.
+  void plan_lives(std::vector<BufferLife>* lives, std::vector<int>* arena_slots) const;
   Result<Dims> resolved_input_dims(const Value& input) const;
   Status bind_slot(Slot& s, void* data);
 };

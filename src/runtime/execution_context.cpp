@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include "passes/pass.h"
+#include "runtime/cuda_hooks.h"
 #include "runtime/engine_impl.h"
 #include "runtime/interpreter.h"
 #include "runtime/memory_plan.h"
@@ -74,6 +75,31 @@ Status ContextImpl::bind_slot(Slot& s, void* data) {
   return Status::ok();
 }
 
+void ContextImpl::plan_lives(std::vector<BufferLife>* lives, std::vector<int>* arena_slots) const {
+  // Graph outputs and values captured by subgraphs live to the end.
+  const int end = static_cast<int>(steps.size());
+  std::vector<int> first(slots.size(), -1), last(slots.size(), -1);
+  for (int i = 0; i < end; ++i) {
+    for (int s : steps[static_cast<size_t>(i)].out) {
+      if (s >= 0) first[static_cast<size_t>(s)] = last[static_cast<size_t>(s)] = i;
+    }
+    for (int s : steps[static_cast<size_t>(i)].in) {
+      if (s >= 0) last[static_cast<size_t>(s)] = i;
+    }
+  }
+  const Graph& g = *spec;
+  std::unordered_set<std::string> captured;
+  collect_captures(g, captured);
+  for (auto& [v, s] : slot_of) {
+    if (g.is_graph_output(v) || captured.count(v->name())) last[static_cast<size_t>(s)] = end;
+  }
+  for (size_t i = 0; i < slots.size(); ++i) {
+    if (slots[i].kind != SlotKind::kArena) continue;
+    lives->push_back({static_cast<size_t>(num_elements(slots[i].dims)) * dtype_size(slots[i].dtype), first[i], last[i]});
+    arena_slots->push_back(static_cast<int>(i));
+  }
+}
+
 Status ContextImpl::setup() {
   dirty = true;
   steps.clear();
@@ -121,6 +147,12 @@ Status ContextImpl::setup() {
       add_slot(o, !fixed ? SlotKind::kDynamic : bound_out ? SlotKind::kBound : SlotKind::kArena);
       if (fixed) slots.back().dims = static_dims(*o);
     }
+  }
+
+  if (e->device == DeviceKind::kCUDA) {
+    KILN_RETURN_IF_ERROR(cuda_setup(*this));
+    dirty = false;
+    return Status::ok();
   }
 
   // 3. One kernel per layer: the plan's tactic if it still applies at these shapes, else
@@ -181,30 +213,10 @@ Status ContextImpl::setup() {
     steps.push_back(std::move(st));
   }
 
-  // 4. Liveness -> arena offsets. Graph outputs and values captured by subgraphs live to
-  // the end.
-  const int end = static_cast<int>(steps.size());
-  std::vector<int> first(slots.size(), -1), last(slots.size(), -1);
-  for (int i = 0; i < end; ++i) {
-    for (int s : steps[static_cast<size_t>(i)].out) {
-      if (s >= 0) first[static_cast<size_t>(s)] = last[static_cast<size_t>(s)] = i;
-    }
-    for (int s : steps[static_cast<size_t>(i)].in) {
-      if (s >= 0) last[static_cast<size_t>(s)] = i;
-    }
-  }
-  std::unordered_set<std::string> captured;
-  collect_captures(g, captured);
-  for (auto& [v, s] : slot_of) {
-    if (g.is_graph_output(v) || captured.count(v->name())) last[static_cast<size_t>(s)] = end;
-  }
+  // 4. Liveness -> arena offsets.
   std::vector<BufferLife> lives;
   std::vector<int> arena_slots;
-  for (size_t i = 0; i < slots.size(); ++i) {
-    if (slots[i].kind != SlotKind::kArena) continue;
-    lives.push_back({static_cast<size_t>(num_elements(slots[i].dims)) * dtype_size(slots[i].dtype), first[i], last[i]});
-    arena_slots.push_back(static_cast<int>(i));
-  }
+  plan_lives(&lives, &arena_slots);
   MemoryPlan mp = plan_memory(lives, kAlign);
   activation_bytes = mp.arena_bytes;
   const size_t need = round_up(mp.arena_bytes) + round_up(scratch_bytes) + kAlign;
@@ -385,18 +397,25 @@ Status ExecutionContext::execute() {
   ContextImpl& c = *impl_;
   if (c.dirty) KILN_RETURN_IF_ERROR(c.setup());
   if (c.e->threads > 0) omp_set_num_threads(c.e->threads);
+  if (c.e->device == DeviceKind::kCUDA) return cuda_execute(c, nullptr, true);
   return c.run_steps();
 }
 
 Status ExecutionContext::enqueue(void* stream) {
-  (void)stream;  // CPU engines run on the calling thread (and its OpenMP team)
-  return execute();
+  ContextImpl& c = *impl_;
+  if (c.e->device == DeviceKind::kCUDA) {
+    if (c.dirty) KILN_RETURN_IF_ERROR(c.setup());
+    if (c.e->threads > 0) omp_set_num_threads(c.e->threads);
+    return cuda_execute(c, stream, false);
+  }
+  return execute();  // CPU engines run on the calling thread (and its OpenMP team)
 }
 
 Result<Tensor> ExecutionContext::output(const std::string& name) const {
   const ContextImpl& c = *impl_;
   if (!find_desc(c.e->outputs, name)) return invalid_argument("'", name, "' is not an output of the engine");
   if (c.dirty || !c.spec) return invalid_argument("output '", name, "' is not available: run the engine first");
+  if (c.e->device == DeviceKind::kCUDA) return cuda_download(const_cast<ContextImpl&>(c), name);
   Value* v = c.spec->find_value(name);
   return c.slots[static_cast<size_t>(c.slot_of.at(v))].t;
 }
@@ -409,6 +428,19 @@ Result<std::map<std::string, Tensor>> ExecutionContext::run(const std::map<std::
       return unsupported("input '", name, "': engines take plain numeric tensors, got ", t.describe());
     }
     KILN_RETURN_IF_ERROR(set_input_shape(name, t.dims()));
+  }
+  if (c.e->device == DeviceKind::kCUDA) {
+    // Host tensors: staged into the context's own device input buffers.
+    for (const auto& [name, t] : inputs) c.bound.erase(name);
+    if (c.dirty) KILN_RETURN_IF_ERROR(c.setup());
+    KILN_RETURN_IF_ERROR(cuda_upload_inputs(c, inputs));
+    KILN_RETURN_IF_ERROR(execute());
+    std::map<std::string, Tensor> out;
+    for (const auto& d : c.e->outputs) {
+      KILN_ASSIGN_OR_RETURN(Tensor t, cuda_download(c, d.name));
+      out[d.name] = std::move(t);
+    }
+    return out;
   }
   for (const auto& [name, t] : inputs) {
     c.bound[name] = const_cast<void*>(t.raw());  // inputs are only read

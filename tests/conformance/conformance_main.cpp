@@ -7,6 +7,12 @@
 // --optimize runs every model through the graph optimizer first: the optimized graph
 // must compute the same outputs, so the pass counts must not drop.
 //
+// --engine cuda builds every case into a CUDA engine (FP32, optimization level 2, the
+// case's input shapes) and runs it through an execution context, in this process (one
+// CUDA context for all cases; --isolate forks per case as the reference runs do). Cases
+// whose inputs are not plain tensors are skipped. It also counts the cases whose every
+// layer ran on a CUDA kernel: a failure among those is a CUDA backend bug.
+//
 // Prints "N passed, N failed, N skipped" per folder and the failures grouped by op.
 // Exits non-zero when a folder passes fewer cases than its baseline.
 #include <sys/wait.h>
@@ -26,6 +32,9 @@
 #include "onnx/importer.h"
 #include "onnx/tensor_io.h"
 #include "passes/pass.h"
+#include "kiln/kiln.h"
+#include "runtime/cuda_hooks.h"
+#include "runtime/engine_impl.h"
 #include "runtime/interpreter.h"
 
 namespace fs = std::filesystem;
@@ -39,6 +48,7 @@ struct CaseResult {
   Outcome outcome;
   std::string group;   // op the case is filed under
   std::string reason;
+  bool all_on_device = false;  // --engine cuda: every layer ran on a CUDA kernel
 };
 
 // Elementwise comparison with ONNX backend-test tolerances: rtol 1e-3, atol 1e-7 for
@@ -134,6 +144,36 @@ std::string group_of(const std::string& message, const std::set<std::string>& op
 
 bool g_optimize = false;   // --optimize: run each model through the optimizer first
 bool g_roundtrip = false;  // --roundtrip: export the graph to ONNX and re-import it before running
+bool g_cuda = false;       // --engine cuda
+bool g_isolate = true;
+
+// Builds the case into a CUDA engine for the feeds' shapes and runs it.
+Result<std::vector<Tensor>> run_cuda_engine(const fs::path& model_path, const Graph& g, const TensorMap& feeds,
+                                            bool* all_on_device) {
+  std::ifstream f(model_path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  BuilderConfig c;
+  c.device = DeviceKind::kCUDA;
+  std::map<std::string, Dims> shapes;
+  std::map<std::string, Tensor> inputs;
+  for (const auto& [name, t] : feeds) {
+    shapes[name] = t.dims();
+    inputs[name] = t;
+  }
+  c.profiles.push_back(OptimizationProfile::fixed(shapes));
+  c.time_tactics = false;
+  KILN_ASSIGN_OR_RETURN(auto engine, Builder().build_from_memory(bytes, c, model_path.parent_path().string()));
+  KILN_ASSIGN_OR_RETURN(auto ctx, engine->create_execution_context());
+  KILN_ASSIGN_OR_RETURN(auto outs, ctx->run(inputs));
+  *all_on_device = cuda_fallback_layers(ctx->impl()) == 0;
+  std::vector<Tensor> r;
+  for (const Value* o : g.outputs()) {
+    auto it = outs.find(o->name());
+    if (it == outs.end()) return internal_error("engine did not return output '", o->name(), "'");
+    r.push_back(it->second);
+  }
+  return r;
+}
 
 CaseResult run_case(const fs::path& dir) {
   fs::path model_path = dir / "model.onnx";
@@ -181,8 +221,18 @@ CaseResult run_case(const fs::path& dir) {
       if (!t) return {Outcome::kFail, group_of("", ops), t.status().message()};
       feeds[g.inputs()[i]->name()] = as_declared(std::move(t).value(), in->dtype);
     }
-    Interpreter interp(g);
-    auto outs = interp.run(feeds);
+    Result<std::vector<Tensor>> outs = internal_error("not run");
+    bool on_device = false;
+    if (g_cuda) {
+      for (const Value* in : g.inputs()) {
+        if (in->is_sequence || in->is_optional || in->dtype == DataType::kString) {
+          return {Outcome::kSkip, group_of("", ops), "engine inputs must be plain numeric tensors"};
+        }
+      }
+      outs = run_cuda_engine(model_path, g, feeds, &on_device);
+    } else {
+      outs = Interpreter(g).run(feeds);
+    }
     if (!outs) return {Outcome::kFail, group_of(outs.status().message(), ops), outs.status().message()};
     if (out_files.size() != outs->size()) {
       return {Outcome::kFail, group_of("", ops), cat("model produced ", outs->size(), " outputs, expected ", out_files.size())};
@@ -192,10 +242,11 @@ CaseResult run_case(const fs::path& dir) {
       auto want = read_value_pb(out_files[i].string(), out->is_sequence, out->is_optional);
       if (!want) return {Outcome::kFail, group_of("", ops), want.status().message()};
       Status s = compare((*outs)[i], as_declared(std::move(want).value(), out->dtype), g.outputs()[i]->name());
-      if (!s) return {Outcome::kFail, group_of("", ops), s.message()};
+      if (!s) return {Outcome::kFail, group_of("", ops), s.message(), on_device};
     }
+    if (g_cuda && !on_device) return {Outcome::kPass, group_of("", ops), "", false};
   }
-  return {Outcome::kPass, group_of("", ops), ""};
+  return {Outcome::kPass, group_of("", ops), "", g_cuda};
 }
 
 // Runs a case in a child process with a time limit; the result comes back through a pipe.
@@ -207,7 +258,7 @@ CaseResult run_case_isolated(const fs::path& dir, int timeout_s) {
     close(fds[0]);
     alarm(static_cast<unsigned>(timeout_s));
     CaseResult r = run_case(dir);
-    std::string msg = cat(static_cast<int>(r.outcome), "\n", r.group, "\n", r.reason);
+    std::string msg = cat(static_cast<int>(r.outcome), "\n", r.all_on_device ? 1 : 0, "\n", r.group, "\n", r.reason);
     ssize_t w = write(fds[1], msg.data(), msg.size());
     (void)w;
     close(fds[1]);
@@ -227,11 +278,12 @@ CaseResult run_case_isolated(const fs::path& dir, int timeout_s) {
     return {Outcome::kFail, "crash", why};
   }
   std::istringstream is(data);
-  std::string o, group, reason;
+  std::string o, dev, group, reason;
   std::getline(is, o);
+  std::getline(is, dev);
   std::getline(is, group);
   std::getline(is, reason, '\0');
-  return {static_cast<Outcome>(std::atoi(o.c_str())), group, reason};
+  return {static_cast<Outcome>(std::atoi(o.c_str())), group, reason, dev == "1"};
 }
 
 }  // namespace
@@ -247,11 +299,22 @@ int main(int argc, char** argv) {
     else if (a == "--verbose") verbose = true;
     else if (a == "--optimize") g_optimize = true;
     else if (a == "--roundtrip") g_roundtrip = true;
+    else if (a == "--engine" && i + 1 < argc) {
+      std::string d = argv[++i];
+      if (d != "cuda") { std::cerr << "--engine: only cuda is supported\n"; return 2; }
+      g_cuda = true;
+      g_isolate = false;
+    }
+    else if (a == "--isolate") g_isolate = true;
     else if (a.find('=') != std::string::npos) suites.emplace_back(a.substr(0, a.find('=')), a.substr(a.find('=') + 1));
     else {
       std::cerr << "usage: kiln_conformance [--baseline FILE] [--filter SUBSTR] [--verbose] LABEL=DIR ...\n";
       return 2;
     }
+  }
+  if (g_cuda) {
+    // One warning per case about CPU fallback layers would drown the report.
+    if (auto* l = dynamic_cast<StderrLogger*>(&default_logger())) l->set_severity(LogSeverity::kError);
   }
   std::map<std::string, int> baseline;
   if (!baseline_path.empty()) {
@@ -276,10 +339,11 @@ int main(int argc, char** argv) {
       if (e.is_directory() && e.path().filename().string().find(filter) != std::string::npos) cases.push_back(e.path());
     }
     std::sort(cases.begin(), cases.end());
-    int pass = 0, fail = 0, skip = 0;
+    int pass = 0, fail = 0, skip = 0, dev_pass = 0, dev_fail = 0;
     std::map<std::string, std::vector<std::string>> failures;
     for (const auto& c : cases) {
-      CaseResult r = run_case_isolated(c, 120);
+      CaseResult r = g_isolate ? run_case_isolated(c, 120) : run_case(c);
+      if (r.all_on_device) (r.outcome == Outcome::kPass ? dev_pass : dev_fail) += 1;
       std::string name = c.filename().string();
       if (r.outcome == Outcome::kPass) ++pass;
       else if (r.outcome == Outcome::kSkip) ++skip;
@@ -287,7 +351,7 @@ int main(int argc, char** argv) {
         ++fail;
         std::string reason = r.reason.substr(0, 300);
         std::replace(reason.begin(), reason.end(), '\n', ' ');
-        failures[r.group].push_back(name + ": " + reason);
+        failures[r.group].push_back((r.all_on_device ? "[all layers on CUDA] " : "") + name + ": " + reason);
       }
       if (verbose) std::cout << (r.outcome == Outcome::kPass ? "PASS " : r.outcome == Outcome::kSkip ? "SKIP " : "FAIL ") << label << "/" << name << (r.reason.empty() ? "" : "  " + r.reason.substr(0, 300)) << "\n";
     }
@@ -300,6 +364,10 @@ int main(int argc, char** argv) {
     int run = pass + fail;
     std::cout << label << ": " << pass << " passed, " << fail << " failed, " << skip << " skipped ("
               << (run ? 100.0 * pass / run : 0.0) << "% of run cases)\n";
+    if (g_cuda) {
+      std::cout << label << ": cases with every layer on a CUDA kernel: " << dev_pass << " passed, " << dev_fail
+                << " failed\n";
+    }
     auto b = baseline.find(label);
     if (b != baseline.end() && pass < b->second) {
       std::cout << label << ": REGRESSION: " << pass << " passed is below the baseline of " << b->second << "\n";

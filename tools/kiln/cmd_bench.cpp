@@ -20,6 +20,7 @@ int cmd_bench(const BenchArgs& a) {
   options.duration_s = a.duration_s;
   options.iterations = a.iterations;
   options.profile = a.profile;
+  options.cuda_graphs = !a.no_cuda_graph;
   if (a.iterations == 0 || a.iterations < -1) return fail(invalid_argument("--iterations must be at least 1"));
   if (Status s = check_bench_options(options); !s) {
     return fail(invalid_argument("--warmup-ms and --duration-s must not be negative"));

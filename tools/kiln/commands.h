@@ -50,6 +50,7 @@ struct BenchArgs {
   double duration_s = -1;  // -1: 3 s unless --iterations is given
   int iterations = -1;     // -1: at least 10
   bool profile = false;
+  bool no_cuda_graph = false;
   std::string json_path;
 };
 int cmd_bench(const BenchArgs& a);

@@ -46,6 +46,7 @@ int main(int argc, char** argv) {
   bench->add_option("--duration-s", bench_opts.duration_s, "Measure for at least this long (default 3, or 0 with --iterations)");
   bench->add_option("--iterations", bench_opts.iterations, "Measure at least this many runs (default 10)");
   bench->add_flag("--profile", bench_opts.profile, "Also time each layer (in a separate pass)");
+  bench->add_flag("--no-cuda-graph", bench_opts.no_cuda_graph, "CUDA engines: launch layer by layer instead of replaying a CUDA graph");
   bench->add_option("--json", bench_opts.json_path, "Write the results as JSON to FILE");
 
   CompareArgs cmp_opts;

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine (the `device` tool): unpacks devpack/pack.tar.xz (scripts/devpack.sh)
+# and runs the steps named in $@ with results under $OUT:
+#   tests        kiln_cuda_tests (ctest label gpu's binary)
+#   conformance  kiln_conformance --engine cuda on the onnx wheel's node tests
+#   bench ARGS   bench/gpu_bench.py with the packed kiln
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT" /tmp/kp
+tar -C /tmp/kp -xJf devpack/pack.tar.xz
+CUDA_LIBS=$(ls -d /usr/local/cuda*/targets/x86_64-linux/lib 2>/dev/null | tr '\n' ':')
+PYLIBS=$(python3 -c 'import nvidia,os;print(":".join(os.path.join(p,d,"lib") for p in nvidia.__path__ for d in os.listdir(p)))' 2>/dev/null || true)
+export LD_LIBRARY_PATH=/tmp/kp/lib:${CUDA_LIBS}${PYLIBS}:${LD_LIBRARY_PATH:-}
+export KILN=/tmp/kp/bin/kiln
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee "$OUT/gpu.txt"
+step=${1:-tests}; shift || true
+case "$step" in
+  tests)
+    /tmp/kp/bin/kiln_cuda_tests --gtest_color=no "$@" 2>&1 | tee "$OUT/tests.log" | grep -Ev '^\[ +(RUN|OK) ' | tail -150 ;;
+  conformance)
+    mkdir -p /tmp/kp/data && tar -C /tmp/kp/data -xJf devpack/node.tar.xz
+    /tmp/kp/bin/kiln_conformance --engine cuda "$@" node=/tmp/kp/data/node 2>&1 | tee "$OUT/conformance.log" | tail -120 ;;
+  bench)
+    PYTHONUNBUFFERED=1 python3 bench/gpu_bench.py --kiln "$KILN" "$@" 2>&1 | tee "$OUT/bench.log" | tail -150 ;;
+  *) echo "unknown step $step"; exit 2 ;;
+esac
