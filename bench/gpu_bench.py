@@ -346,6 +346,20 @@ def time_fn(fn, warmup, iters, group_below_ms):
     return res
 
 
+def quiet_autotune():
+    """max-autotune prints a table per tuned op to stderr; keep the progress lines readable."""
+    try:
+        import torch._inductor.config as ic
+        import torch._inductor.select_algorithm as sa
+        for k, v in (("autotune_num_choices_displayed", 0), ("max_autotune_report_choices_stats", False)):
+            if hasattr(ic, k):
+                setattr(ic, k, v)
+        if hasattr(sa, "PRINT_AUTOTUNE"):
+            sa.PRINT_AUTOTUNE = False
+    except Exception:  # noqa: BLE001 - cosmetic only
+        pass
+
+
 def rel_l2_torch(a, b):
     """||a - b|| / ||b|| in float32 (a peer's output vs eager's, as a sanity check)."""
     a = a.float()
@@ -386,6 +400,7 @@ def measure_peer(peer, model, xs, args):
             import torch._dynamo
             torch._dynamo.reset()
             mode = "reduce-overhead" if peer == "compile-ro" else "max-autotune"
+            quiet_autotune()
             cm = torch.compile(model, mode=mode, dynamic=False)
             mark = getattr(getattr(torch, "compiler", None), "cudagraph_mark_step_begin", None)
 
@@ -568,8 +583,9 @@ def main():
     ap.add_argument("--group-below-ms", type=float, default=0.1,
                     help="time peers per group of runs when the per-run median is below this")
     ap.add_argument("--step-timeout-s", type=float, default=300, help="timeout of one kiln command")
-    ap.add_argument("--compile-estimate-s", type=float, default=60,
-                    help="budget estimate of one compile-ro before one was measured (compile-ma: 4x the largest)")
+    ap.add_argument("--compile-estimate-s", type=float, default=30,
+                    help="budget estimate of a compile-ro before one was measured (default 30; "
+                         "compile-ma: max(180, 20x the row's compile-ro))")
     ap.add_argument("--no-accuracy", action="store_true")
     ap.add_argument("--keep-engines", action="store_true", help="keep the engine files in --work-dir")
     args = ap.parse_args()
@@ -726,17 +742,20 @@ def main():
         write_json(args.out, doc)
 
     # Phases 2 and 3: torch.compile peers while the budget lasts.
-    compile_times = []
+    compile_times = {"compile-ro": [], "compile-ma": []}
     for p in [p for p in ("compile-ro", "compile-ma") if p in peers]:
         for row in rows:
             name, b, prec = row["model"], row["batch"], row["precision"]
             if name not in refs:
                 continue
             tag = f"{name} b{b} {prec}"
-            est = max(compile_times + [args.compile_estimate_s])
+            # Estimates: the slowest compile so far; before any, --compile-estimate-s for
+            # compile-ro, and for compile-ma 20x this row's compile-ro, at least 180 s (seen on
+            # an H200: ResNet-50 batch 1, reduce-overhead 13 s, max-autotune 239 s).
+            est = max(compile_times[p] + [args.compile_estimate_s])
             if p == "compile-ma":
-                ro = row["peers"].get("compile-ro", {}).get("compile_s")
-                est = 4 * (ro if ro else est)
+                ro = row["peers"].get("compile-ro", {}).get("compile_s") or args.compile_estimate_s
+                est = max(compile_times[p] + [max(180.0, 20 * ro)])
             if not budget.fits(est):
                 row["peers"][p] = {"skipped": f"time budget ({budget.left():.0f} s left, estimate {est:.0f} s)"}
                 log(f"{tag}: {p} skipped ({budget.left():.0f} s left, estimate {est:.0f} s)")
@@ -748,8 +767,7 @@ def main():
                 log(f"{tag}: {p} compiling ...")
                 r = measure_peer(p, model, xs, args)
                 row["peers"][p] = r
-                if p == "compile-ro":
-                    compile_times.append(r["compile_s"])
+                compile_times[p].append(r["compile_s"])
                 log(f"{tag}: {p} {r['ms']:.3f} ms (compile {r['compile_s']:.0f} s)")
                 del xs
             except Exception as e:  # noqa: BLE001

@@ -75,7 +75,10 @@ void check(const std::string& file, DataType target, double tol) {
   ASSERT_TRUE(want.is_ok()) << want.status().message();
   ASSERT_TRUE(got.is_ok()) << got.status().message();
   for (size_t i = 0; i < want->size(); ++i) {
-    EXPECT_LE(rel_l2((*got)[i], (*want)[i]), tol) << file << " " << dtype_name(target) << " output " << i;
+    const double err = rel_l2((*got)[i], (*want)[i]);
+    EXPECT_LE(err, tol) << file << " " << dtype_name(target) << " output " << i;
+    // Rounding to 16 bits must show: a zero error would mean the graph still ran in float32.
+    EXPECT_GT(err, 1e-6) << file << " " << dtype_name(target) << " output " << i;
   }
 }
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <fstream>
 #include <functional>
 #include <limits>
@@ -328,6 +329,34 @@ TEST(Robustness, EngineMetadataWithNonIntegerFieldsIsRejected) {
   feeds["image"] = random_input(*graph.value(), *graph.value()->inputs()[0], {1, 3, 32, 32}, 5);
   auto out = ctx.value()->run(feeds);
   ASSERT_TRUE(out) << out.status().message();
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// FusedConv with a Clip activation on float16 data: the reference wrote the Clip bounds as
+// float32 into 2-byte tensors (found by the CUDA conv tests), so the bounds were garbage.
+TEST(ReferenceFusedConv, ClipBoundsFollowTheDataType) {
+  for (DataType dt : {DataType::kFloat16, DataType::kBFloat16, DataType::kFloat32}) {
+    Tensor x(dt, {1, 1, 3, 3}), w(dt, {1, 1, 1, 1});
+    dispatch_all(dt, [&]<typename T>() {
+      for (int64_t i = 0; i < 9; ++i) x.data<T>()[i] = convert_element<T>(static_cast<double>(i) - 4.0);
+      w.data<T>()[0] = convert_element<T>(1.0);
+    });
+    Attributes attrs;
+    attrs.set("activation", std::string("Clip"));
+    attrs.set("min", -1.5f);
+    attrs.set("max", 2.5f);
+    attrs.set("kernel_shape", std::vector<int64_t>{1, 1});
+    Tensor y;
+    ASSERT_TRUE(run_reference_op(Op::FusedConv, attrs, {&x, &w}, &y).is_ok()) << dtype_name(dt);
+    for (int64_t i = 0; i < 9; ++i) {
+      EXPECT_EQ(y.get_double(i), std::clamp(static_cast<double>(i) - 4.0, -1.5, 2.5)) << dtype_name(dt) << " " << i;
+    }
+  }
 }
 
 }  // namespace

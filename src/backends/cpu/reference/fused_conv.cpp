@@ -11,10 +11,11 @@ namespace kiln {
 
 namespace {
 
+// A rank-0 tensor of dtype dt holding v (Clip bounds must match the data's dtype; writing
+// a float into a float16/bfloat16 tensor's 2 bytes gave garbage bounds).
 Tensor scalar_like(DataType dt, double v) {
   Tensor t(dt, {});
-  if (dt == DataType::kFloat64) t.data<double>()[0] = v;
-  else t.data<float>()[0] = static_cast<float>(v);
+  dispatch_all(dt, [&]<typename T>() { t.data<T>()[0] = convert_element<T>(v); });
   return t;
 }
 
