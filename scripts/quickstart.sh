@@ -7,12 +7,19 @@ cd "$(dirname "$0")/.."
 bash scripts/install_deps.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DKILN_BUILD_TESTS=OFF >/dev/null
 cmake --build build --target kiln_cli -j"$(nproc)"
+# The engine targets the GPU when this machine has an NVIDIA GPU and kiln was built with
+# its CUDA backend (the CUDA toolkit was found), else the CPU.
+DEVICE=(--device cpu)
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 \
+   && grep -q '^KILN_CUDA:BOOL=ON' build/CMakeCache.txt; then
+  DEVICE=(--device cuda)  # FP32, so `kiln compare` holds it to FP32 tolerances
+fi
 echo
 echo "== kiln inspect models/sample_cnn.onnx"
 ./build/kiln inspect models/sample_cnn.onnx | head -20
 echo
-echo "== kiln build models/sample_cnn.onnx -o build/sample_cnn.kiln"
-./build/kiln build models/sample_cnn.onnx -o build/sample_cnn.kiln
+echo "== kiln build models/sample_cnn.onnx -o build/sample_cnn.kiln ${DEVICE[*]}"
+./build/kiln build models/sample_cnn.onnx -o build/sample_cnn.kiln "${DEVICE[@]}"
 echo
 echo "== kiln inspect build/sample_cnn.kiln"
 ./build/kiln inspect build/sample_cnn.kiln

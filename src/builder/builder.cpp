@@ -277,6 +277,9 @@ Result<std::shared_ptr<Engine>> build(ImportedModel model, const BuilderConfig& 
     for (const auto& [name, r] : profiles[0].inputs) KILN_RETURN_IF_ERROR(ctx->set_input_shape(name, r.opt));
     if (config.time_tactics) ctx->impl().chooser = &timer;
     KILN_RETURN_IF_ERROR(ctx->impl().setup().with_context("setting up the engine at the opt shapes: "));
+    if (config.device == DeviceKind::kCUDA) {
+      KILN_RETURN_IF_ERROR(cuda_attach_kernels(ctx->impl(), g).with_context("storing compiled kernels: "));
+    }
     for (const Step& st : ctx->impl().steps) {
       for (Value* o : st.node->outputs()) {
         if (!o) continue;

@@ -11,6 +11,7 @@
 namespace kiln {
 
 struct ContextImpl;
+class Graph;
 
 // Whether this build has the CUDA backend.
 bool cuda_compiled();
@@ -28,6 +29,10 @@ Status cuda_execute(ContextImpl& c, void* stream, bool sync);
 Status cuda_upload_inputs(ContextImpl& c, const std::map<std::string, Tensor>& host);
 // A host copy of an engine output (or any slot by name) after execution.
 Result<Tensor> cuda_download(ContextImpl& c, const std::string& name);
+// Stores build-time compiled code in the plan's graph `g` (the graph the context was
+// specialized from): the CUBIN of every FusedElementwise layer served by NVRTC, as node
+// attributes, so loading the plan needs no compiler.
+Status cuda_attach_kernels(ContextImpl& c, Graph& g);
 // Turns the CUDA graph on or off (on by default); timing of the last execute in ms as
 // measured on the GPU with events (-1: not measured).
 void cuda_set_graphs(ContextImpl& c, bool on);

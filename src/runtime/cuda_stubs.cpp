@@ -15,6 +15,7 @@ Status cuda_setup(ContextImpl&) { return no_cuda(); }
 Status cuda_execute(ContextImpl&, void*, bool) { return no_cuda(); }
 Status cuda_upload_inputs(ContextImpl&, const std::map<std::string, Tensor>&) { return no_cuda(); }
 Result<Tensor> cuda_download(ContextImpl&, const std::string&) { return no_cuda(); }
+Status cuda_attach_kernels(ContextImpl&, Graph&) { return no_cuda(); }
 void cuda_set_graphs(ContextImpl&, bool) {}
 double cuda_last_gpu_ms(const ContextImpl&) { return -1; }
 bool cuda_uses_graph(const ContextImpl&) { return false; }

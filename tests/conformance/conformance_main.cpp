@@ -313,6 +313,10 @@ int main(int argc, char** argv) {
     }
   }
   if (g_cuda) {
+    if (Status s = cuda_device_status(); !s.is_ok()) {
+      std::cout << "conformance --engine cuda: skipped: " << s.message() << "\n";
+      return 77;  // ctest SKIP_RETURN_CODE: reported as skipped, not passed
+    }
     // One warning per case about CPU fallback layers would drown the report.
     if (auto* l = dynamic_cast<StderrLogger*>(&default_logger())) l->set_severity(LogSeverity::kError);
   }
@@ -367,6 +371,8 @@ int main(int argc, char** argv) {
     if (g_cuda) {
       std::cout << label << ": cases with every layer on a CUDA kernel: " << dev_pass << " passed, " << dev_fail
                 << " failed\n";
+      // A case whose every layer ran on a CUDA kernel and failed is a CUDA backend bug.
+      if (dev_fail > 0) regressed = true;
     }
     auto b = baseline.find(label);
     if (b != baseline.end() && pass < b->second) {

@@ -191,6 +191,16 @@ TEST(CudaEngine, SaveLoadRoundTrip) {
   ASSERT_TRUE(a.is_ok() && b.is_ok());
   for (const auto& [name, t] : *a) EXPECT_EQ(std::memcmp(t.raw(), b->at(name).raw(), t.nbytes()), 0) << name;
   for (const LayerInfo& l : e->layers()) EXPECT_FALSE(l.tactic.empty()) << l.output;
+  // FusedElementwise layers carry their CUBIN in the plan (loading needs no NVRTC).
+  int fused = 0;
+  for (const LayerInfo& l : e->layers()) {
+    if (l.tactic != "nvrtc_fused") continue;
+    ++fused;
+    const Value* v = (*e2)->impl().graph->find_value(l.output);
+    ASSERT_TRUE(v && v->producer()) << l.output;
+    EXPECT_TRUE(v->producer()->attrs.has("kiln_cubin")) << l.output;
+  }
+  std::cout << mc.file << ": " << fused << " FusedElementwise layer(s) with stored CUBINs\n";
 }
 
 // An op without a CUDA kernel (CumSum) runs on the CPU between GPU layers.

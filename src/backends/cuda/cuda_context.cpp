@@ -14,6 +14,7 @@
 #include "backends/cuda/cuda_common.h"
 #include "backends/cuda/cuda_env.h"
 #include "backends/cuda/cuda_kernel.h"
+#include "backends/cuda/fused_elementwise.h"
 #include "runtime/cuda_hooks.h"
 #include "runtime/engine_impl.h"
 #include "runtime/interpreter.h"
@@ -616,6 +617,29 @@ Result<Tensor> cuda_download(ContextImpl& c, const std::string& name) {
     std::memcpy(out.raw(), st.staging.get(), out.nbytes());
   }
   return out;
+}
+
+Status cuda_attach_kernels(ContextImpl& c, Graph& g) {
+  if (!c.cuda) return Status::ok();
+  CudaState& st = state_of(c);
+  for (const Step& step : c.steps) {
+    if (!step.device_tactic || std::string(step.device_tactic) != "nvrtc_fused") continue;
+    const Node& n = *step.node;
+    Value* key = g.find_value(key_of(n));
+    Node* target = key ? key->producer() : nullptr;
+    if (!target || target->op() != Op::FusedElementwise) continue;  // folded or renamed: compiled at load
+    cuda::LayerSpec ls;
+    ls.op = n.op();
+    ls.attrs = &n.attrs;
+    ls.env = &st.env->env;
+    for (Value* v : n.inputs()) {
+      ls.input_dtypes.push_back(v ? v->dtype : DataType::kUndefined);
+      ls.constants.push_back(v && v->is_constant() ? &v->constant() : nullptr);
+    }
+    for (Value* o : n.outputs()) ls.output_dtypes.push_back(o ? o->dtype : DataType::kUndefined);
+    KILN_RETURN_IF_ERROR(cuda::attach_fused_elementwise_cubin(ls, &target->attrs).with_context(n.describe() + ": "));
+  }
+  return Status::ok();
 }
 
 void cuda_set_graphs(ContextImpl& c, bool on) {

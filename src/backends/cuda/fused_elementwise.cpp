@@ -454,9 +454,26 @@ Result<std::unique_ptr<Kernel>> make_kernel(const LayerSpec& s, const Elementwis
   return std::unique_ptr<Kernel>(new FusedKernel(l, s.input_dtypes, prog.num_inputs, s.output_dtypes[0]));
 }
 
+// FNV-1a 64 of the generated source: identifies what a stored CUBIN was compiled from.
+std::string source_hash(const std::string& src) {
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : src) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  return cat(std::hex, h);
+}
+
 Result<std::unique_ptr<Kernel>> fused_create(const LayerSpec& s) {
   if (!s.env) return unsupported("nvrtc_fused needs the CUDA env");
   KILN_ASSIGN_OR_RETURN(LayerSource ls, layer_source(s));
+  // A CUBIN stored in the plan by the builder (attach_fused_elementwise_cubin) for this
+  // source and this GPU's sm: no NVRTC at load. Anything else compiles.
+  if (s.attrs && s.attrs->has(kCubinAttr) && s.attrs->get_int(kCubinSmAttr, 0) == s.env->sm &&
+      s.attrs->get_string(kCubinHashAttr, "") == source_hash(ls.source)) {
+    auto k = make_kernel(s, ls.prog, s.attrs->get_string(kCubinAttr, ""));
+    if (k.is_ok()) return k;
+  }
   KILN_ASSIGN_OR_RETURN(std::string cubin, compile_cubin(ls.source, s.env->sm));
   return make_kernel(s, ls.prog, cubin);
 }
@@ -500,6 +517,16 @@ Result<std::string> fused_elementwise_cubin(const LayerSpec& spec) {
 Result<std::unique_ptr<Kernel>> create_fused_elementwise_from_cubin(const LayerSpec& spec, const std::string& cubin) {
   KILN_ASSIGN_OR_RETURN(LayerSource ls, layer_source(spec));
   return make_kernel(spec, ls.prog, cubin);
+}
+
+Status attach_fused_elementwise_cubin(const LayerSpec& spec, Attributes* attrs) {
+  if (!spec.env) return unsupported("nvrtc_fused needs the CUDA env");
+  KILN_ASSIGN_OR_RETURN(LayerSource ls, layer_source(spec));
+  KILN_ASSIGN_OR_RETURN(std::string cubin, compile_cubin(ls.source, spec.env->sm));
+  attrs->set(kCubinAttr, cubin);
+  attrs->set(kCubinSmAttr, static_cast<int64_t>(spec.env->sm));
+  attrs->set(kCubinHashAttr, source_hash(ls.source));
+  return Status::ok();
 }
 
 void add_fused_elementwise_tactics(std::vector<Tactic>& out) {

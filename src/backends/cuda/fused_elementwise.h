@@ -40,6 +40,16 @@ Result<std::string> fused_elementwise_cubin(const LayerSpec& spec);
 // (the expr and dtypes must match; the device's sm must be the CUBIN's). No NVRTC.
 Result<std::unique_ptr<Kernel>> create_fused_elementwise_from_cubin(const LayerSpec& spec, const std::string& cubin);
 
+// Plans carry the CUBIN of each FusedElementwise layer as node attributes (the builder
+// calls attach_fused_elementwise_cubin on the plan's graph): the bytes, the sm they were
+// compiled for and a hash of the generated source. The tactic's create() uses them when
+// both match this layer and this GPU, so loading such a plan needs no NVRTC; otherwise
+// (another GPU, a changed code generator) it compiles.
+inline constexpr const char* kCubinAttr = "kiln_cubin";
+inline constexpr const char* kCubinSmAttr = "kiln_cubin_sm";
+inline constexpr const char* kCubinHashAttr = "kiln_cubin_source";
+Status attach_fused_elementwise_cubin(const LayerSpec& spec, Attributes* attrs);
+
 // The shared op functions as NVRTC source text (elementwise_ops.cuh), for tests and tools.
 const char* elementwise_ops_source();
 
