@@ -61,6 +61,12 @@ struct OptimizationProfile {
   static OptimizationProfile fixed(const std::map<std::string, Dims>& shapes);
 };
 
+// Layout of 2-D convolutions and pooling in CUDA engines. kNHWC runs them channels-last
+// (tensor-core friendly for FP16/BF16), with transposes only where NHWC and NCHW layers
+// meet (passes/channels_last.cpp). kAuto is NCHW today; it will pick NHWC for FP16/BF16
+// engines once that path has been validated end to end on a GPU. CPU engines ignore it.
+enum class ConvLayout { kAuto = 0, kNCHW = 1, kNHWC = 2 };
+
 struct BuilderConfig {
   DeviceKind device = DeviceKind::kCPU;
   // Precision flags: which lower precisions the builder may use where they are safe.
@@ -78,6 +84,7 @@ struct BuilderConfig {
   std::string timing_cache_path;    // read before tactic timing, written after; "" = none
   int optimization_level = 2;       // 0: none, 1: basic cleanups, 2: fusions
   bool time_tactics = true;         // false: take each layer's first supported tactic
+  ConvLayout conv_layout = ConvLayout::kAuto;  // CUDA engines (see ConvLayout)
   // Called with a stage name ("import", "optimize", "tactics", "plan") and a fraction
   // of the whole build done in [0, 1].
   std::function<void(const std::string& stage, double fraction)> progress;

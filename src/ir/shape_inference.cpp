@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "ir/elementwise_expr.h"
+#include "ir/layout.h"
 #include "ir/shape_value.h"
 
 namespace kiln {
@@ -240,10 +241,10 @@ Dim window_out(const Dim& in, const Window& w, size_t i, bool ceil_mode) {
   return known(o);
 }
 
-void infer_conv(const Node& n, InferredTypes& out) {
-  const Shape& x = in_shape(n, 0);
+// Output shape of a Conv/FusedConv whose X has (NCHW) shape x.
+Shape conv_shape(const Node& n, const Shape& x) {
   const Shape& w = in_shape(n, 1);
-  if (!x || x->size() < 3) return;
+  if (!x || x->size() < 3) return std::nullopt;
   const size_t nsp = x->size() - 2;
   SymShape y(x->size(), unknown());
   y[0] = (*x)[0];
@@ -256,7 +257,54 @@ void infer_conv(const Node& n, InferredTypes& out) {
   if (read_window(n, nsp, kernel, &win)) {
     for (size_t i = 0; i < nsp; ++i) y[2 + i] = window_out((*x)[2 + i], win, i, false);
   }
-  set(out, 0, in_dtype(n, 0), y);
+  return y;
+}
+
+// Output shape of a windowed pool (MaxPool, AveragePool, LpPool) whose X has (NCHW) shape x.
+Shape pool_shape(const Node& n, const Shape& x) {
+  if (!x || x->size() < 3) return std::nullopt;
+  const size_t nsp = x->size() - 2;
+  SymShape y(x->size(), unknown());
+  y[0] = (*x)[0];
+  y[1] = (*x)[1];
+  Window win;
+  const bool ceil_mode = n.attrs.get_int("ceil_mode", 0) != 0;
+  if (read_window(n, nsp, n.attrs.get_ints("kernel_shape"), &win)) {
+    for (size_t i = 0; i < nsp; ++i) y[2 + i] = window_out((*x)[2 + i], win, i, ceil_mode);
+  }
+  return y;
+}
+
+// Output shape of a global pool whose X has (NCHW) shape x.
+Shape global_pool_shape(const Node&, const Shape& x) {
+  if (!x || x->size() < 2) return std::nullopt;
+  SymShape y = *x;
+  for (size_t i = 2; i < y.size(); ++i) y[i] = known(1);
+  return y;
+}
+
+Shape permuted(const Shape& s, const std::vector<size_t>& perm) {
+  if (!s || s->size() != perm.size()) return std::nullopt;
+  SymShape y;
+  for (size_t p : perm) y.push_back((*s)[p]);
+  return y;
+}
+
+// Y's shape for a conv/pool node by its kiln_layout (ir/layout.h): NCHW as is; NHWC (4-D X
+// only) infers on X transposed to NCHW and transposes the result back. An invalid layout,
+// or NHWC with X not 4-D, infers nothing (the kernels report it). The residual Z of a
+// FusedConv does not enter the shape: it has Y's shape in either layout.
+Shape layout_aware_shape(const Node& n, Shape (*rule)(const Node&, const Shape&)) {
+  auto layout = read_layout(n.attrs);
+  if (!layout.is_ok()) return std::nullopt;
+  const Shape& x = in_shape(n, 0);
+  if (*layout == TensorLayout::kNCHW) return rule(n, x);
+  if (!x || x->size() != 4) return std::nullopt;
+  return permuted(rule(n, permuted(x, {0, 3, 1, 2})), {0, 2, 3, 1});
+}
+
+void infer_conv(const Node& n, InferredTypes& out) {
+  if (Shape y = layout_aware_shape(n, conv_shape)) set(out, 0, in_dtype(n, 0), std::move(y));
 }
 
 void infer_conv_transpose(const Node& n, InferredTypes& out) {
@@ -304,27 +352,14 @@ void infer_conv_transpose(const Node& n, InferredTypes& out) {
 }
 
 void infer_pool(const Node& n, InferredTypes& out) {
-  const Shape& x = in_shape(n, 0);
-  if (!x || x->size() < 3) return;
-  const size_t nsp = x->size() - 2;
-  SymShape y(x->size(), unknown());
-  y[0] = (*x)[0];
-  y[1] = (*x)[1];
-  Window win;
-  const bool ceil_mode = n.attrs.get_int("ceil_mode", 0) != 0;
-  if (read_window(n, nsp, n.attrs.get_ints("kernel_shape"), &win)) {
-    for (size_t i = 0; i < nsp; ++i) y[2 + i] = window_out((*x)[2 + i], win, i, ceil_mode);
-  }
+  Shape y = layout_aware_shape(n, pool_shape);
+  if (!y) return;
   set(out, 0, in_dtype(n, 0), y);
   set(out, 1, DataType::kInt64, y);  // MaxPool indices
 }
 
 void infer_global_pool(const Node& n, InferredTypes& out) {
-  const Shape& x = in_shape(n, 0);
-  if (!x || x->size() < 2) return;
-  SymShape y = *x;
-  for (size_t i = 2; i < y.size(); ++i) y[i] = known(1);
-  set(out, 0, in_dtype(n, 0), y);
+  if (Shape y = layout_aware_shape(n, global_pool_shape)) set(out, 0, in_dtype(n, 0), std::move(y));
 }
 
 void infer_batchnorm(const Node& n, InferredTypes& out) {

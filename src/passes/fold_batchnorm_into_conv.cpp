@@ -4,6 +4,7 @@
 // channel. Computed in double, written in the weight dtype.
 #include <cmath>
 
+#include "ir/layout.h"
 #include "passes/pass.h"
 #include "passes/pattern_util.h"
 
@@ -44,6 +45,7 @@ Status fold_batchnorm_into_conv(Graph& g, PassContext& ctx) {
     Node* conv = y ? y->producer() : nullptr;
     if (!conv || (conv->op() != Op::Conv && conv->op() != Op::ConvTranspose)) continue;
     if (conv->output(0) != y || !only_user_is(g, y, bn)) continue;
+    if (has_non_nchw_layout(conv->attrs)) continue;  // the channel is axis 1 in NCHW only
     Value* w = conv->input(1);
     Value* b = conv->input(2);
     if (!w || !w->is_constant() || (b && !b->is_constant())) continue;

@@ -4,6 +4,7 @@
 // double, written in the weight dtype.
 #include <cmath>
 
+#include "ir/layout.h"
 #include "passes/pass.h"
 #include "passes/pattern_util.h"
 
@@ -43,6 +44,7 @@ Status fold_scale_into_conv(Graph& g, PassContext& ctx) {
       Node* conv = y ? y->producer() : nullptr;
       if (!conv || conv->op() != Op::Conv || conv->output(0) != y) continue;
       if (g.is_graph_output(y) || y->uses().size() != 1 || y == c) continue;
+      if (has_non_nchw_layout(conv->attrs)) continue;  // per-channel shapes are NCHW ones
       Value* w = conv->input(1);
       Value* b = conv->input(2);
       if (!w || !w->is_constant() || (b && !b->is_constant())) continue;

@@ -70,6 +70,13 @@ Status fuse_elementwise_chains(Graph& g, PassContext& ctx);  // a final pass (se
 // that ops read as float32 parameters (Resize roi/scales) stay float32. Kernels keep
 // numerically sensitive math (norm statistics, softmax, accumulation) in float32.
 Status lower_float_precision(Graph& g, DataType target, PassContext& ctx);
+// Channels-last layout for CUDA fp16/bf16 engines (not part of the pipeline either; the
+// builder runs it after lower_float_precision): Conv/FusedConv with a constant 4-D W,
+// MaxPool (no Indices), AveragePool, GlobalAveragePool and GlobalMaxPool on 4-D inputs get
+// kiln_layout = "NHWC" (ir/layout.h) with Transposes around them, and the Transposes
+// between adjacent NHWC nodes are then cancelled (through elementwise ops too), so only
+// those at the borders of NHWC regions stay. The graph's interface does not change.
+Status convert_to_channels_last(Graph& g, PassContext& ctx);
 
 const std::vector<PassInfo>& optimization_pipeline();
 // Passes run once after the pipeline's fixed point (rewrites that would hide patterns

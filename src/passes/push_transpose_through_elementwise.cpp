@@ -8,12 +8,17 @@
 //     other operands constant or size-1: the op runs on the untransposed inputs and one
 //     Transpose(p) follows it.
 // Elementwise ops commute with a permutation of axes once every operand is brought to the
-// same rank, since numpy broadcasting pairs dims position by position. The old nodes are
-// left for eliminate_dead_code, so a value a subgraph captures by name keeps its meaning.
+// same rank, since numpy broadcasting pairs dims position by position. FusedElementwise
+// counts as elementwise: its expr is a program of elementwise ops over its inputs, each
+// statement broadcasting numpy-style (PRelu's slope and Clip's bounds broadcast into their
+// first argument), so its inputs relate to its output as a single op's would. The old nodes
+// are left for eliminate_dead_code, so a value a subgraph captures by name keeps its meaning.
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "backends/cpu/reference/kernel.h"
+#include "ir/elementwise_expr.h"
 #include "passes/pass.h"
 #include "passes/pattern_util.h"
 
@@ -49,13 +54,33 @@ std::vector<int64_t> inverse(const std::vector<int64_t>& p) {
   return inv;
 }
 
-bool is_elementwise(const Node& n) {
-  return op_has_flag(n.op(), kElementwise) && n.num_outputs() == 1 && n.output(0) && n.subgraphs().empty() &&
-         !n.output(0)->is_sequence && !n.output(0)->is_optional;
+// For an elementwise node (an op flagged kElementwise, or a FusedElementwise whose expr
+// parses), which inputs are data; nullopt for any other node. Not data: CastLike's second
+// input, which only names the target dtype (in an expr: an input read only that way).
+std::optional<std::vector<bool>> data_inputs(const Node& n) {
+  if (n.num_outputs() != 1 || !n.output(0) || !n.subgraphs().empty() || n.output(0)->is_sequence ||
+      n.output(0)->is_optional) {
+    return std::nullopt;
+  }
+  std::vector<bool> data(n.num_inputs(), true);
+  if (n.op() == Op::FusedElementwise) {
+    auto prog = parse_elementwise_expr(n.attrs.get_string("expr", ""));
+    if (!prog.is_ok() || prog->num_inputs > static_cast<int>(n.num_inputs())) return std::nullopt;
+    data.assign(n.num_inputs(), false);
+    for (const ExprInstr& in : prog->instrs) {
+      for (size_t k = 0; k < in.args.size(); ++k) {
+        const ExprArg& a = in.args[k];
+        if (a.kind == ExprArg::Kind::kInput && !(in.op == Op::Cast && k > 0)) data[static_cast<size_t>(a.index)] = true;
+      }
+    }
+    return data;
+  }
+  if (!op_has_flag(n.op(), kElementwise)) return std::nullopt;
+  if (n.op() == Op::Cast) {
+    for (size_t i = 1; i < data.size(); ++i) data[i] = false;
+  }
+  return data;
 }
-
-// Inputs that are not data: CastLike's second input only names the target dtype.
-bool is_data_input(const Node& n, size_t i) { return !(n.op() == Op::Cast && i > 0); }
 
 // A value of known shape whose every dim is 1 and whose rank is at most `rank`: it
 // broadcasts the same way in any layout.
@@ -80,13 +105,15 @@ struct Region {
 
 // Collects the elementwise tree rooted at n (n's own output is checked by the caller).
 bool collect(const Graph& g, Node* n, Region& r) {
-  if (!is_elementwise(*n) || r.nodes.size() >= kMaxRegion || r.operands.count(n)) return false;
+  if (r.nodes.size() >= kMaxRegion || r.operands.count(n)) return false;
+  const auto data = data_inputs(*n);
+  if (!data) return false;
   std::vector<Operand> ops(n->num_inputs());
   for (size_t i = 0; i < n->num_inputs(); ++i) {
     Value* v = n->input(i);
     Operand& o = ops[i];
     o.value = v;
-    if (!v || !is_data_input(*n, i)) continue;
+    if (!v || !(*data)[i]) continue;
     if (v->is_sequence || v->is_optional) return false;
     Node* p = v->producer();
     if (p && p->op() == Op::Transpose && perm_of(*p) == r.p) {
@@ -194,19 +221,21 @@ bool remove_closing_pair(Graph& g, Node* close, std::unordered_set<Node*>& consu
 
 // Pattern B: n is fed by at least two distinct Transposes of one perm, each used only by n.
 bool sink_transposes(Graph& g, Node* n, std::unordered_set<Node*>& consumed, PassContext& ctx) {
-  if (consumed.count(n) || !is_elementwise(*n)) return false;
+  if (consumed.count(n)) return false;
+  const auto data = data_inputs(*n);
+  if (!data) return false;
   Value* y = n->output(0);
   if (y->uses().empty() && !g.is_graph_output(y)) return false;
   Region r;
   for (size_t i = 0; i < n->num_inputs() && r.p.empty(); ++i) {
     Value* v = n->input(i);
-    if (v && is_data_input(*n, i) && v->producer()) r.p = perm_of(*v->producer());
+    if (v && (*data)[i] && v->producer()) r.p = perm_of(*v->producer());
   }
   if (r.p.empty()) return false;
   // Operands only: the region is n alone (a tree below n would not remove more).
   for (size_t i = 0; i < n->num_inputs(); ++i) {
     Value* v = n->input(i);
-    if (!v || !is_data_input(*n, i) || v->is_constant() || is_size_one(v, r.p.size())) continue;
+    if (!v || !(*data)[i] || v->is_constant() || is_size_one(v, r.p.size())) continue;
     Node* p = v->producer();
     if (!p || p->op() != Op::Transpose || perm_of(*p) != r.p) return false;
   }

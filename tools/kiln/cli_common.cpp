@@ -57,6 +57,9 @@ void add_build_flags(CLI::App* cmd, BuildFlags& f, bool with_shapes) {
   cmd->add_flag("--int8", f.int8, "Allow int8 layers")->group(g);
   cmd->add_option("-O,--opt-level", f.opt_level, "Optimization level 0 (none), 1 (cleanups), 2 (fusions; default)")
       ->group(g);
+  cmd->add_option("--conv-layout", f.conv_layout,
+                  "CUDA engines: layout of convolutions and pooling, auto (default: NCHW today), nchw or nhwc")
+      ->group(g);
 }
 
 Result<BuilderConfig> make_build_config(const BuildFlags& f) {
@@ -71,6 +74,10 @@ Result<BuilderConfig> make_build_config(const BuildFlags& f) {
   c.threads = f.threads;
   c.timing_cache_path = f.timing_cache;
   c.optimization_level = f.opt_level;
+  if (f.conv_layout == "auto") c.conv_layout = ConvLayout::kAuto;
+  else if (f.conv_layout == "nchw") c.conv_layout = ConvLayout::kNCHW;
+  else if (f.conv_layout == "nhwc") c.conv_layout = ConvLayout::kNHWC;
+  else return invalid_argument("unknown --conv-layout '", f.conv_layout, "': expected auto, nchw or nhwc");
 
   std::map<std::string, Dims> fixed, mins, opts, maxs;
   KILN_RETURN_IF_ERROR(parse_shape_list(f.shapes, &fixed));
@@ -101,7 +108,8 @@ Result<BuilderConfig> make_build_config(const BuildFlags& f) {
 
 bool has_build_only_flags(const BuildFlags& f) {
   return !f.min_shapes.empty() || !f.opt_shapes.empty() || !f.max_shapes.empty() || !f.timing_cache.empty() || f.fp16 ||
-         f.bf16 || f.tf32 || f.int8 || f.opt_level != 2 || f.device != "cpu";
+         f.bf16 || f.tf32 || f.int8 || f.opt_level != 2 || f.device != "cpu" ||
+         f.conv_layout != "auto";
 }
 
 namespace {

@@ -33,6 +33,7 @@ struct BuildFlags {
   std::string timing_cache;
   bool fp16 = false, bf16 = false, tf32 = false, int8 = false;
   int opt_level = 2;
+  std::string conv_layout = "auto";  // auto | nchw | nhwc (CUDA engines)
 };
 // Adds the flags to a subcommand. `with_shapes` false: the command defines --shapes
 // itself (bench uses it for the run shapes too).

@@ -397,11 +397,13 @@ Status cuda_setup(ContextImpl& c) {
       const cuda::Tactic* best = nullptr;
       double best_ms = 0;
       for (const cuda::Tactic* t : cands) {
-        double ms = c.chooser->cached_ms(step, t->name);
+        // Cached per GPU model: a timing from another GPU says nothing about this one.
+        const std::string key = cat(st.env->env.name, "/", t->name);
+        double ms = c.chooser->cached_ms(step, key);
         if (ms < 0) {
           ms = time_tactic(*t, ls, in_shapes, out_shapes, st.stream);
           if (ms < 0) continue;
-          c.chooser->store_ms(step, t->name, ms);
+          c.chooser->store_ms(step, key, ms);
         }
         if (!best || ms < best_ms) {
           best = t;

@@ -23,6 +23,7 @@ Result<std::unique_ptr<EnvHolder>> EnvHolder::create(bool tf32) {
   KILN_CUDA_CHECK(cudaGetDeviceProperties(&prop, h->env.device));
   h->env.sm = prop.major * 10 + prop.minor;
   h->env.sm_count = prop.multiProcessorCount;
+  h->env.name = prop.name;
   h->env.tf32 = tf32;
   cublasLtHandle_t lt = nullptr;
   if (cublasLtCreate(&lt) != CUBLAS_STATUS_SUCCESS) return internal_error("cublasLtCreate failed");

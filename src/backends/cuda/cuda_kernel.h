@@ -41,6 +41,7 @@ struct Env {
   int device = 0;
   int sm = 90;                      // compute capability major*10+minor
   int sm_count = 0;
+  std::string name;                 // "NVIDIA H200": timing-cache entries are per GPU model
   void* cublaslt = nullptr;         // cublasLtHandle_t
   void* cudnn = nullptr;            // cudnnHandle_t
   bool tf32 = false;                // FP32 GEMMs/convs may use TF32 tensor cores

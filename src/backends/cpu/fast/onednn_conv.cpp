@@ -20,6 +20,7 @@
 
 #include "backends/cpu/fast/onednn_common.h"
 #include "backends/cpu/reference/nn_common.h"
+#include "ir/layout.h"
 
 namespace kiln::fast::onednn {
 
@@ -35,6 +36,9 @@ bool conv_supports(const LayerSpec& s) {
   if (s.op != Op::Conv && s.op != Op::FusedConv) return false;
   if (!s.attrs) return false;
   const Attributes& a = *s.attrs;
+  // The engine hands these kernels plain NCHW tensors; channels-last layers (kiln_layout
+  // NHWC, ir/layout.h) run on the reference kernel.
+  if (has_non_nchw_layout(a)) return false;
   if (input_dtype(s, 0) != DataType::kFloat32 || input_dtype(s, 1) != DataType::kFloat32) return false;
   if (s.output_dtypes.size() != 1 || s.output_dtypes[0] != DataType::kFloat32) return false;
   const DataType b = input_dtype(s, 2), z = input_dtype(s, 3);

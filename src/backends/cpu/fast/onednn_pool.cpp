@@ -12,6 +12,7 @@
 
 #include "backends/cpu/fast/onednn_common.h"
 #include "backends/cpu/reference/nn_common.h"
+#include "ir/layout.h"
 
 namespace kiln::fast::onednn {
 
@@ -24,6 +25,8 @@ bool global_pool(Op op) { return op == Op::GlobalAveragePool || op == Op::Global
 bool pool_supports(const LayerSpec& s) {
   if (s.op != Op::MaxPool && s.op != Op::AveragePool && !global_pool(s.op)) return false;
   if (!s.attrs || s.input_dtypes.size() != 1 || input_dtype(s, 0) != DataType::kFloat32) return false;
+  // NCHW only: channels-last layers (kiln_layout NHWC, ir/layout.h) run on the reference kernel.
+  if (has_non_nchw_layout(*s.attrs)) return false;
   // MaxPool's optional Indices output must be absent.
   if (s.output_dtypes.empty() || s.output_dtypes[0] != DataType::kFloat32) return false;
   for (size_t i = 1; i < s.output_dtypes.size(); ++i) {

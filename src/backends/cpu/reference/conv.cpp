@@ -36,7 +36,7 @@ Status check_conv_inputs(const KernelContext& ctx, int64_t group, Dims* kernel) 
   return Status::ok();
 }
 
-Status conv_kernel(KernelContext& ctx) {
+Status conv_nchw_kernel(KernelContext& ctx) {
   const Tensor& x = *ctx.input(0);
   const Tensor& w = *ctx.input(1);
   const Tensor* b = ctx.input(2);
@@ -198,9 +198,12 @@ Status conv_transpose_kernel(KernelContext& ctx) {
   return Status::ok();
 }
 
+// Conv by kiln_layout: NHWC transposes X to NCHW and Y back (run_with_layout).
+Status conv_kernel(KernelContext& ctx) { return run_with_layout(ctx, conv_nchw_kernel, {0}); }
+
 }  // namespace
 
-Status conv_reference(KernelContext& ctx) { return conv_kernel(ctx); }
+Status conv_reference(KernelContext& ctx) { return conv_nchw_kernel(ctx); }
 
 void register_conv_kernels(KernelRegistry& r) {
   r.add(Op::Conv, conv_kernel);

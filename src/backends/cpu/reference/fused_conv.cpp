@@ -19,7 +19,7 @@ Tensor scalar_like(DataType dt, double v) {
   return t;
 }
 
-Status fused_conv_kernel(KernelContext& ctx) {
+Status fused_conv_nchw(KernelContext& ctx) {
   const Attributes& a = ctx.attr();
   KernelContext conv;  // the Conv reference kernel itself (it ignores the extra attributes)
   conv.op = Op::Conv;
@@ -77,6 +77,10 @@ Status fused_conv_kernel(KernelContext& ctx) {
   ctx.set_output(0, std::move(out));
   return Status::ok();
 }
+
+// kiln_layout NHWC: X, Z and Y channels-last (run_with_layout transposes X and Z to NCHW
+// and Y back; the Conv kernel inside always runs NCHW).
+Status fused_conv_kernel(KernelContext& ctx) { return run_with_layout(ctx, fused_conv_nchw, {0, 3}); }
 
 }  // namespace
 

@@ -6,6 +6,7 @@
 #include "backends/cpu/reference/kernel.h"
 #include "backends/cpu/reference/nn_common.h"
 #include "backends/cpu/reference/util.h"
+#include "ir/layout.h"
 
 namespace kiln {
 
@@ -66,6 +67,39 @@ Status compute_window_geometry(const std::string& auto_pad, bool ceil_mode, Wind
     if (ceil_mode && (out - 1) * s >= in + g->pads[i]) --out;
     g->out[i] = out;
   }
+  return Status::ok();
+}
+
+Status run_with_layout(KernelContext& ctx, KernelFn nchw_kernel, std::initializer_list<size_t> activation_inputs) {
+  KILN_ASSIGN_OR_RETURN(TensorLayout layout, read_layout(ctx.attr()));
+  if (layout == TensorLayout::kNCHW) return nchw_kernel(ctx);
+  for (size_t i = 1; i < ctx.output_wanted.size(); ++i) {
+    KILN_ENSURE(!ctx.output_wanted[i], op_name(ctx.op), ": output ", i, " is not supported with ", kLayoutAttr,
+                " = \"NHWC\"");
+  }
+  Attributes to_nchw, to_nhwc;
+  to_nchw.set("perm", std::vector<int64_t>{0, 3, 1, 2});
+  to_nhwc.set("perm", std::vector<int64_t>{0, 2, 3, 1});
+  KernelContext inner;
+  inner.op = ctx.op;
+  inner.attrs = ctx.attrs;
+  inner.inputs = ctx.inputs;
+  inner.outputs.resize(1);
+  inner.output_wanted = {true};
+  inner.run_subgraph = ctx.run_subgraph;
+  std::vector<Tensor> nchw(ctx.num_inputs());
+  for (size_t i : activation_inputs) {
+    const Tensor* t = ctx.input(i);
+    if (!t) continue;
+    KILN_ENSURE(t->rank() == 4, kLayoutAttr, " = \"NHWC\" needs 4-D activations, but input ", i, " has shape ",
+                dims_str(t->dims()));
+    KILN_RETURN_IF_ERROR(run_reference_op(Op::Transpose, to_nchw, {t}, &nchw[i]));
+    inner.inputs[i] = &nchw[i];
+  }
+  KILN_RETURN_IF_ERROR(nchw_kernel(inner));
+  Tensor y;
+  KILN_RETURN_IF_ERROR(run_reference_op(Op::Transpose, to_nhwc, {&inner.outputs[0]}, &y));
+  ctx.set_output(0, std::move(y));
   return Status::ok();
 }
 

@@ -1,6 +1,7 @@
 // Helpers shared by the neural-network reference kernels (conv, pool, norm, resize, pad):
 // spatial attribute parsing and window geometry. Internal to the reference backend.
 #pragma once
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -14,8 +15,16 @@ void register_norm_kernels(KernelRegistry& r);    // BatchNormalization ... LRN
 void register_resize_kernels(KernelRegistry& r);  // Resize
 void register_pad_kernels(KernelRegistry& r);     // Pad
 
-// The Conv reference kernel (inputs X, W, B; the Conv attributes), for fused ops.
+// The Conv reference kernel (inputs X, W, B; the Conv attributes), for fused ops. Always
+// NCHW: it ignores kiln_layout (callers handle it with run_with_layout).
 Status conv_reference(KernelContext& ctx);
+
+// Runs `nchw_kernel` (a kernel written for the ONNX NCHW layout) by the node's kiln_layout
+// (ir/layout.h): directly for NCHW; for NHWC, the inputs listed in `activation_inputs` (X
+// and FusedConv's Z; they must be 4-D) are transposed to NCHW, the kernel runs, and its
+// output 0 is transposed back to NHWC (other outputs, MaxPool's Indices, are refused).
+// Any other kiln_layout value is an error.
+Status run_with_layout(KernelContext& ctx, KernelFn nchw_kernel, std::initializer_list<size_t> activation_inputs);
 
 // True when the node asks for output i.
 inline bool output_wanted(const KernelContext& ctx, size_t i) {

@@ -120,9 +120,13 @@ Status pool_kernel(KernelContext& ctx, PoolKind kind) {
   return Status::ok();
 }
 
-Status max_pool_kernel(KernelContext& ctx) { return pool_kernel(ctx, PoolKind::kMax); }
-Status average_pool_kernel(KernelContext& ctx) { return pool_kernel(ctx, PoolKind::kAverage); }
-Status lp_pool_kernel(KernelContext& ctx) { return pool_kernel(ctx, PoolKind::kLp); }
+// The registered kernels honour kiln_layout (NHWC: X and Y channels-last, run_with_layout).
+Status max_pool_nchw(KernelContext& ctx) { return pool_kernel(ctx, PoolKind::kMax); }
+Status average_pool_nchw(KernelContext& ctx) { return pool_kernel(ctx, PoolKind::kAverage); }
+Status lp_pool_nchw(KernelContext& ctx) { return pool_kernel(ctx, PoolKind::kLp); }
+Status max_pool_kernel(KernelContext& ctx) { return run_with_layout(ctx, max_pool_nchw, {0}); }
+Status average_pool_kernel(KernelContext& ctx) { return run_with_layout(ctx, average_pool_nchw, {0}); }
+Status lp_pool_kernel(KernelContext& ctx) { return run_with_layout(ctx, lp_pool_nchw, {0}); }
 
 Status global_pool_kernel(KernelContext& ctx, PoolKind kind) {
   const Tensor& x = *ctx.input(0);
@@ -162,9 +166,12 @@ Status global_pool_kernel(KernelContext& ctx, PoolKind kind) {
   return Status::ok();
 }
 
-Status global_average_pool_kernel(KernelContext& ctx) { return global_pool_kernel(ctx, PoolKind::kAverage); }
-Status global_max_pool_kernel(KernelContext& ctx) { return global_pool_kernel(ctx, PoolKind::kMax); }
-Status global_lp_pool_kernel(KernelContext& ctx) { return global_pool_kernel(ctx, PoolKind::kLp); }
+Status global_average_pool_nchw(KernelContext& ctx) { return global_pool_kernel(ctx, PoolKind::kAverage); }
+Status global_max_pool_nchw(KernelContext& ctx) { return global_pool_kernel(ctx, PoolKind::kMax); }
+Status global_lp_pool_nchw(KernelContext& ctx) { return global_pool_kernel(ctx, PoolKind::kLp); }
+Status global_average_pool_kernel(KernelContext& ctx) { return run_with_layout(ctx, global_average_pool_nchw, {0}); }
+Status global_max_pool_kernel(KernelContext& ctx) { return run_with_layout(ctx, global_max_pool_nchw, {0}); }
+Status global_lp_pool_kernel(KernelContext& ctx) { return run_with_layout(ctx, global_lp_pool_nchw, {0}); }
 
 }  // namespace
 
