@@ -2,6 +2,7 @@
 // engines from ONNX models, save and load them, run them on numpy arrays or DLPack
 // tensors, compare them against the original model and benchmark them.
 #include "py_engine.h"
+#include "runtime/cuda_hooks.h"
 
 namespace kiln::pyapi {
 namespace {
@@ -29,4 +30,8 @@ PYBIND11_MODULE(_kiln, m) {
   register_engine(m);
   register_tools(m);
   m.def("dtypes", &dtype_names, "kiln's tensor dtype names (engine inputs and outputs use these).");
+  m.def("cuda_compiled", [] { return kiln::cuda_compiled(); }, "Whether this build of kiln has the CUDA backend.");
+  m.def(
+      "cuda_available", [] { return kiln::cuda_device_status().is_ok(); },
+      "Whether CUDA engines can be built and run here: a build with the CUDA backend and a usable GPU.");
 }

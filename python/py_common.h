@@ -19,6 +19,7 @@
 
 #include "kiln/kiln.h"
 #include "dlpack.h"
+#include "py_cuda.h"
 
 namespace kiln::pyapi {
 
@@ -56,8 +57,50 @@ struct InputKeepAlive {
 // A Tensor for input `name` from a numpy array, an object with __dlpack__ (torch, cupy,
 // jax, kiln.Tensor) or anything numpy.asarray takes (lists, scalars). Zero-copy for
 // C-contiguous host memory; other layouts are copied once. `expected` (may be null)
-// gives the dtype for lists and scalars. Errors name the input.
+// gives the dtype for lists and scalars. Errors name the input. Host memory only: a GPU
+// tensor is an UnsupportedError (ExecutionContext.run routes those to the device path).
 Tensor tensor_from_python(const std::string& name, py::handle value, const TensorDesc* expected, InputKeepAlive& keep);
+
+// ---- GPU tensors (CUDA engines; docs/python.md "GPU tensors") ----
+// Where a value lives, from its __dlpack_device__ (DLPack device type and id), without
+// asking for its data. Values that are not DLPack tensors (numpy arrays, lists, scalars)
+// are host memory: {kDLCPU, 0}.
+dlpack::DLDevice dlpack_device_of(py::handle value);
+// Device types whose memory CUDA kernels read in place (kDLCUDA, kDLCUDAManaged).
+bool is_cuda_device(int32_t device_type);
+// "cuda:0", "rocm:1", ...
+std::string device_str(int32_t type, int32_t id);
+
+// A C-contiguous CUDA tensor handed over through DLPack: its dtype, dims and device
+// address (a placeholder address for empty tensors, so that it is never null).
+struct DeviceTensorRef {
+  DataType dtype = DataType::kUndefined;
+  Dims dims;
+  void* data = nullptr;
+  size_t nbytes = 0;
+};
+// Takes the DLPack capsule of `value` (a CUDA tensor on `device`), calling
+// __dlpack__(stream=dlpack_stream) so that the producer orders its pending work before
+// kiln's on that stream; the capsule goes into `keep`. Checks device, dtype, C-contiguity
+// (GPU tensors are never copied: a strided one is an error) and 256-byte alignment.
+// Errors name `what` ("input 'x'", "output 'y'").
+DeviceTensorRef device_tensor_from_dlpack(const std::string& what, py::handle value, int64_t dlpack_stream, int device,
+                                          InputKeepAlive& keep);
+// Whether DLPack has a type code for `dt` (not for float8, float4, int4/uint4, int2/uint2).
+bool dlpack_has_dtype(DataType dt);
+// A kiln.Tensor owning device memory (a CUDA engine output). `ready`, when set, is
+// recorded after the run on the stream it was queued on: consumers' streams wait for it.
+py::object device_tensor_to_python(DataType dtype, Dims dims, std::shared_ptr<gpu::DeviceMemory> mem,
+                                   std::shared_ptr<gpu::Event> ready);
+// A stream argument (None, int, torch/cupy stream objects, __cuda_stream__) as a handle
+// for kiln (None: null) and the stream number the DLPack protocol uses for it: 0 and 1
+// are the legacy default stream (DLPack 1), 2 the per-thread default stream.
+struct StreamArg {
+  bool given = false;
+  void* handle = nullptr;      // the cudaStream_t to queue on (kLegacyStream for 0)
+  int64_t dlpack = 1;          // for __dlpack__(stream=...)
+};
+StreamArg stream_from_python(py::handle s);
 
 // How outputs come back: numpy arrays, or kiln.Tensor objects (DLPack producers).
 enum class OutputKind { kNumpy, kDLPack };

@@ -1,5 +1,8 @@
 // kiln.Engine, kiln.ExecutionContext, kiln.load() and the engine's descriptions.
+#include <algorithm>
+
 #include "py_engine.h"
+#include "runtime/engine_impl.h"
 #include "runtime/engine_inputs.h"
 
 namespace kiln::pyapi {
@@ -15,28 +18,52 @@ const TensorDesc* find_desc(const std::vector<TensorDesc>& ds, const std::string
   return nullptr;
 }
 
-// A cudaStream_t from None, an int, torch.cuda.Stream (.cuda_stream), cupy (.ptr) or the
-// __cuda_stream__ protocol.
-void* stream_from_python(py::handle s) {
-  if (s.is_none()) return nullptr;
-  py::object v = py::reinterpret_borrow<py::object>(s);
-  if (py::hasattr(v, "__cuda_stream__")) v = py::tuple(v.attr("__cuda_stream__")())[1];
-  else if (py::hasattr(v, "cuda_stream")) v = v.attr("cuda_stream");
-  else if (py::hasattr(v, "ptr")) v = v.attr("ptr");
-  try {
-    return reinterpret_cast<void*>(v.cast<uintptr_t>());
-  } catch (const py::cast_error&) {
-    throw_status(invalid_argument("stream: expected None, an int or a CUDA stream object, got ", std::string(py::repr(s))));
-  }
+// ---- running ----
+//
+// Where the outputs live follows where the inputs live (docs/python.md "GPU tensors"):
+// - host inputs (numpy, CPU tensors; any engine): outputs are host memory, numpy arrays or
+//   CPU kiln.Tensors. A CUDA engine copies them through its staging buffers
+//   (ExecutionContext::run). The call is synchronous; `stream` is not used.
+// - CUDA tensors (a CUDA engine; all inputs on the current device): zero-copy, bound with
+//   set_tensor_address. Outputs given in `outputs` are written in place; the others are
+//   device memory kiln allocates (output="dlpack") or host copies (output="numpy").
+//   stream=None runs on the legacy default stream and waits; with a stream the run is
+//   queued there and the call returns at once, unless a host copy is wanted.
+
+// Unbinds an output an earlier GPU run bound to a caller's buffer (which may be gone), so
+// that the context writes it to its own memory again. The public API binds but cannot
+// unbind: this edits the context's binding table and marks it for setup, which plans its
+// memory again on the next run (once per switch; runs that bind every output never do).
+void unbind_output(ExecutionContext& ctx, const std::string& name) {
+  ContextImpl& impl = ctx.impl();
+  if (impl.bound.erase(name) != 0) impl.dirty = true;
 }
 
-// The ExecutionContext::run steps with enqueue(stream): validate, set shapes, bind
-// inputs, run, copy the outputs out of the context's memory.
-Status run_feeds(ExecutionContext& ctx, const Engine& e, const TensorMap& feeds, void* stream, TensorMap* outs) {
+// The slot of an engine input or output once the context is set up for the current shapes.
+const Slot* slot_of(ExecutionContext& ctx, const std::string& name) {
+  ContextImpl& impl = ctx.impl();
+  if (impl.dirty || !impl.spec) return nullptr;
+  Value* v = impl.spec->find_value(name);
+  if (!v) return nullptr;
+  auto it = impl.slot_of.find(v);
+  return it == impl.slot_of.end() ? nullptr : &impl.slots[static_cast<size_t>(it->second)];
+}
+
+// Host inputs: validate, set shapes, bind, run, copy the outputs out of the context's memory.
+Status run_host(ExecutionContext& ctx, const Engine& e, const TensorMap& feeds, TensorMap* outs) {
+  if (e.device() == DeviceKind::kCUDA) {
+    // Host memory cannot be bound to a CUDA engine: run() stages it into the context's own
+    // device buffers and returns host copies of the outputs.
+    for (const TensorDesc& d : e.outputs()) {
+      if (!feeds.count(d.name)) unbind_output(ctx, d.name);  // (run() rebinds inputs itself)
+    }
+    KILN_ASSIGN_OR_RETURN(*outs, ctx.run(feeds));
+    return Status::ok();
+  }
   KILN_RETURN_IF_ERROR(validate_inputs(engine_graph(e), feeds));
   for (const auto& [name, t] : feeds) KILN_RETURN_IF_ERROR(ctx.set_input_shape(name, t.dims()));
   for (const auto& [name, t] : feeds) KILN_RETURN_IF_ERROR(ctx.set_tensor_address(name, const_cast<void*>(t.raw())));
-  KILN_RETURN_IF_ERROR(ctx.enqueue(stream));
+  KILN_RETURN_IF_ERROR(ctx.execute());
   for (const TensorDesc& d : e.outputs()) {
     KILN_ASSIGN_OR_RETURN(Tensor t, ctx.output(d.name));
     (*outs)[d.name] = t.clone();
@@ -44,21 +71,310 @@ Status run_feeds(ExecutionContext& ctx, const Engine& e, const TensorMap& feeds,
   return Status::ok();
 }
 
-py::dict context_run(PyContext& c, const py::object& inputs, const std::string& output, const py::object& stream) {
+// How one output of a GPU run comes back.
+enum class OutHow {
+  kUser,   // written into the tensor given in outputs=, which is returned
+  kAlloc,  // written into device memory kiln allocates, returned as a kiln.Tensor
+  kHost,   // left in the context's memory and copied to a numpy array
+};
+
+struct OutPlan {
+  const TensorDesc* desc = nullptr;
+  OutHow how = OutHow::kHost;
+  DeviceTensorRef user;  // kUser
+  py::object user_obj;   // kUser (not touched without the GIL)
+  Dims dims;             // the output's shape for these inputs
+  std::shared_ptr<gpu::DeviceMemory> mem;  // kAlloc
+  Tensor host;                             // kHost
+};
+
+// Forgets the queued runs of `c` that have finished (with c.mu held).
+void prune_queued(PyContext& c) {
+  c.queued.erase(std::remove_if(c.queued.begin(), c.queued.end(), [](const QueuedRun& q) { return q.done->done(); }),
+                 c.queued.end());
+}
+
+// The GPU run, with the GIL released and c.mu held: nothing here touches Python.
+Status run_device_locked(PyContext& c, const TensorMap& feeds, std::vector<OutPlan>& plans, void* stream, bool wait,
+                         int device, std::shared_ptr<gpu::Event>* ready) {
+  ExecutionContext& ctx = *c.ctx;
+  const Engine& e = *c.engine;
+  KILN_RETURN_IF_ERROR(validate_inputs(engine_graph(e), feeds));
+  for (const auto& [name, t] : feeds) KILN_RETURN_IF_ERROR(ctx.set_input_shape(name, t.dims()));
+  for (const OutPlan& p : plans) {
+    if (p.how == OutHow::kHost && !feeds.count(p.desc->name)) unbind_output(ctx, p.desc->name);
+  }
+  for (const auto& [name, t] : feeds) KILN_RETURN_IF_ERROR(ctx.set_tensor_address(name, const_cast<void*>(t.raw())));
+  // Outputs the layers do not write (a constant, or an input passed through): copied.
+  struct Copy {
+    void* dst;
+    const void* src;
+    size_t bytes;
+    bool src_is_host;
+  };
+  std::vector<Copy> copies;
+  bool host_copies = false;
+  for (OutPlan& p : plans) {
+    const std::string& name = p.desc->name;
+    KILN_ASSIGN_OR_RETURN(p.dims, ctx.tensor_shape(name));  // sets the context up for these shapes
+    for (int64_t d : p.dims) {
+      if (d < 0) return unsupported("output '", name, "' has a data-dependent shape; a CUDA engine cannot run it");
+    }
+    if (p.how == OutHow::kHost) {
+      host_copies = true;
+      continue;
+    }
+    const size_t bytes = static_cast<size_t>(num_elements(p.dims)) * dtype_size(p.desc->dtype);
+    void* dst = nullptr;
+    if (p.how == OutHow::kUser) {
+      if (p.user.dtype != p.desc->dtype || p.user.dims != p.dims) {
+        return invalid_argument("output '", name, "': these inputs give ", dtype_name(p.desc->dtype), dims_str(p.dims),
+                                ", but the tensor in outputs= is ", dtype_name(p.user.dtype), dims_str(p.user.dims));
+      }
+      dst = p.user.data;
+    } else {
+      KILN_ASSIGN_OR_RETURN(p.mem, gpu::DeviceMemory::allocate(std::max<size_t>(bytes, 1), device));
+      dst = p.mem->data();
+    }
+    const Slot* slot = slot_of(ctx, name);
+    if (!slot) return internal_error("output '", name, "' has no slot after setup");
+    if (slot->kind == SlotKind::kConstant || slot->kind == SlotKind::kInput) {
+      // kConstant: host data (CUDA engines keep the device copy elsewhere); kInput: the
+      // bound device buffer of that input.
+      copies.push_back({dst, slot->t.raw(), bytes, slot->kind == SlotKind::kConstant});
+    } else {
+      KILN_RETURN_IF_ERROR(ctx.set_tensor_address(name, dst));
+    }
+  }
+  Status st;
+  prune_queued(c);
+  for (size_t i = 0; st.is_ok() && i < c.queued.size(); ++i) {
+    if (c.queued[i].stream != stream) st = c.queued[i].done->make_stream_wait(stream);  // same stream: in order
+  }
+  if (st.is_ok()) st = ctx.enqueue(stream);
+  for (size_t i = 0; st.is_ok() && i < copies.size(); ++i) {
+    st = gpu::copy_async(copies[i].dst, copies[i].src, copies[i].bytes, copies[i].src_is_host, stream);
+  }
+  if (!st.is_ok()) {
+    (void)gpu::synchronize(stream);  // work queued before the error must not outlive the tensors it reads
+    return st;
+  }
+  if (wait || host_copies) {
+    KILN_RETURN_IF_ERROR(gpu::synchronize(stream));  // (and so everything it waited for)
+    c.queued.clear();
+    for (OutPlan& p : plans) {
+      if (p.how == OutHow::kHost) {
+        KILN_ASSIGN_OR_RETURN(p.host, ctx.output(p.desc->name));  // a host copy
+      }
+    }
+    return Status::ok();
+  }
+  KILN_ASSIGN_OR_RETURN(*ready, gpu::Event::record(stream));
+  c.queued.push_back({*ready, stream});
+  return Status::ok();
+}
+
+// Host inputs, with the GIL released and c.mu held: queued GPU runs finish first (the
+// host path uses the context's own stream and memory).
+Status run_host_locked(PyContext& c, const TensorMap& feeds, TensorMap* outs) {
+  for (const QueuedRun& q : c.queued) KILN_RETURN_IF_ERROR(q.done->wait());
+  c.queued.clear();
+  return run_host(*c.ctx, *c.engine, feeds, outs);
+}
+
+// Device memory ranges of a run's tensors, to refuse outputs that overlap other tensors.
+struct Range {
+  std::string what;
+  uintptr_t begin, end;
+};
+
+void check_no_overlap(const std::vector<Range>& inputs, const std::vector<Range>& outputs) {
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Range& o = outputs[i];
+    auto overlaps = [&](const Range& r) { return o.begin < r.end && r.begin < o.end; };
+    for (const Range& r : inputs) {
+      if (overlaps(r)) {
+        throw_status(invalid_argument(o.what, " overlaps ", r.what, " in device memory: kiln does not compute in place; "
+                                      "give the output a buffer of its own"));
+      }
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (overlaps(outputs[j])) throw_status(invalid_argument(o.what, " overlaps ", outputs[j].what, " in device memory"));
+    }
+  }
+}
+
+py::dict run_device(PyContext& c, const std::vector<std::pair<std::string, py::object>>& items,
+                    const py::object& outputs, OutputKind kind, const StreamArg& stream, int device) {
+  const Engine& e = *c.engine;
+  void* const run_stream = stream.given ? stream.handle : gpu::kLegacyStream;
+  auto keep = std::make_shared<InputKeepAlive>();
+  TensorMap feeds;
+  std::vector<Range> in_ranges, out_ranges;
+  for (const auto& [name, value] : items) {
+    const std::string what = cat("input '", name, "'");
+    DeviceTensorRef r = device_tensor_from_dlpack(what, value, stream.dlpack, device, *keep);
+    if (r.nbytes) in_ranges.push_back({what, reinterpret_cast<uintptr_t>(r.data), reinterpret_cast<uintptr_t>(r.data) + r.nbytes});
+    feeds[name] = Tensor::wrap(r.dtype, r.dims, r.data);
+  }
+  std::map<std::string, py::object> given;
+  if (!outputs.is_none()) {
+    static py::object* mapping = new py::object(py::module_::import("collections.abc").attr("Mapping"));  // never freed
+    if (!py::isinstance(outputs, *mapping)) {
+      throw_status(invalid_argument("outputs must be a dict {output name: CUDA tensor}, got ",
+                                    std::string(py::str(py::type::of(outputs)))));
+    }
+    for (py::handle item : outputs.attr("items")()) {
+      py::tuple kv = py::reinterpret_borrow<py::tuple>(item);
+      if (!py::isinstance<py::str>(kv[0])) {
+        throw_status(invalid_argument("output names must be str, got ", std::string(py::repr(kv[0]))));
+      }
+      const std::string name = kv[0].cast<std::string>();
+      if (!find_desc(e.outputs(), name)) {
+        std::string names;
+        for (const TensorDesc& d : e.outputs()) names += cat(names.empty() ? "" : ", ", d.name);
+        throw_status(invalid_argument("outputs: '", name, "' is not an output of the engine (its outputs: ", names, ")"));
+      }
+      given[name] = py::reinterpret_borrow<py::object>(kv[1]);
+    }
+  }
+  std::vector<OutPlan> plans;
+  for (const TensorDesc& d : e.outputs()) {
+    OutPlan p;
+    p.desc = &d;
+    auto g = given.find(d.name);
+    if (g != given.end()) {
+      const dlpack::DLDevice dev = dlpack_device_of(g->second);
+      const std::string what = cat("output '", d.name, "'");
+      if (!is_cuda_device(dev.device_type) || dev.device_id != device) {
+        throw_status(invalid_argument(what, " (outputs=) is on ", device_str(dev.device_type, dev.device_id),
+                                      "; kiln writes outputs in place on the run's device, cuda:", device));
+      }
+      p.how = OutHow::kUser;
+      p.user = device_tensor_from_dlpack(what, g->second, stream.dlpack, device, *keep);
+      p.user_obj = g->second;
+      if (p.user.nbytes) {
+        const auto b = reinterpret_cast<uintptr_t>(p.user.data);
+        out_ranges.push_back({what, b, b + p.user.nbytes});
+      }
+    } else if (kind == OutputKind::kDLPack) {
+      if (!dlpack_has_dtype(d.dtype)) {
+        throw_status(unsupported("output '", d.name, "' is ", dtype_name(d.dtype), ", which DLPack has no type code for: "
+                                 "run with output=\"numpy\" (host copies, through ml_dtypes)"));
+      }
+      p.how = OutHow::kAlloc;
+    } else {
+      p.how = OutHow::kHost;
+    }
+    plans.push_back(std::move(p));
+  }
+  check_no_overlap(in_ranges, out_ranges);
+
+  Status st;
+  std::shared_ptr<gpu::Event> ready;
+  {
+    py::gil_scoped_release nogil;
+    std::lock_guard<std::mutex> lk(c.mu);
+    st = run_device_locked(c, feeds, plans, run_stream, !stream.given, device, &ready);
+  }
+  check(st);
+  if (ready) c.pending.push_back({ready, keep});  // the capsules live until the queued run is over
+  py::dict result;
+  for (OutPlan& p : plans) {
+    py::str name(p.desc->name);
+    switch (p.how) {
+      case OutHow::kUser: result[name] = p.user_obj; break;
+      case OutHow::kAlloc: result[name] = device_tensor_to_python(p.desc->dtype, p.dims, p.mem, ready); break;
+      case OutHow::kHost: result[name] = tensor_to_python(p.desc->name, p.host, OutputKind::kNumpy); break;
+    }
+  }
+  return result;
+}
+
+// Drops the tensors of queued runs that have finished.
+void prune_pending(PyContext& c) {
+  c.pending.erase(std::remove_if(c.pending.begin(), c.pending.end(), [](const PendingRun& p) { return p.done->done(); }),
+                  c.pending.end());
+}
+
+py::dict context_run(PyContext& c, const py::object& inputs, const std::string& output, const py::object& stream,
+                     const py::object& outputs) {
   const OutputKind kind = parse_output_kind(output);
-  void* stream_ptr = stream_from_python(stream);
+  const StreamArg stream_arg = stream_from_python(stream);
+  prune_pending(c);
+  const Engine& e = *c.engine;
+  const std::vector<std::pair<std::string, py::object>> items = input_items(e, inputs, false);
+
+  // Where each input lives (asked before any data is) decides how the run goes.
+  std::vector<std::pair<std::string, dlpack::DLDevice>> gpu_inputs;
+  std::string host_input;
+  for (const auto& [name, value] : items) {
+    const dlpack::DLDevice d = dlpack_device_of(value);
+    if (is_cuda_device(d.device_type)) {
+      gpu_inputs.emplace_back(name, d);
+    } else if (d.device_type == dlpack::kDLCPU || d.device_type == dlpack::kDLCUDAHost) {
+      if (host_input.empty()) host_input = name;
+    } else {
+      throw_status(unsupported("input '", name, "' is on ", device_str(d.device_type, d.device_id),
+                               ", which kiln cannot read: move it to the CPU first (e.g. tensor.cpu())"));
+    }
+  }
+  if (!gpu_inputs.empty()) {
+    const auto& [name, d] = gpu_inputs.front();
+    const std::string where = device_str(d.device_type, d.device_id);
+    if (!gpu::kCompiled) {
+      throw_status(unsupported("input '", name, "' is on ", where, ", but this build of kiln has no CUDA backend and takes "
+                               "host memory only: move it to the CPU first (e.g. tensor.cpu())"));
+    }
+    if (e.device() != DeviceKind::kCUDA) {
+      throw_status(unsupported("input '", name, "' is on ", where, ", but this engine runs on the CPU: move the tensor to "
+                               "the host (e.g. tensor.cpu()), or build the engine with device=\"cuda\""));
+    }
+    if (!host_input.empty()) {
+      throw_status(invalid_argument("input '", host_input, "' is in host memory but input '", name, "' is on ", where,
+                                    ": a run takes all its inputs on the GPU (read in place) or all in host memory "
+                                    "(copied); move '", host_input, "' to the GPU too (e.g. torch.as_tensor(value, "
+                                    "device=\"cuda\"))"));
+    }
+  }
+  if (!outputs.is_none()) {
+    if (!gpu::kCompiled) {
+      throw_status(unsupported("outputs= binds GPU buffers for a CUDA engine, but this build of kiln has no CUDA backend"));
+    }
+    if (e.device() != DeviceKind::kCUDA) {
+      throw_status(unsupported("outputs= binds GPU buffers and needs a CUDA engine; this engine runs on the CPU"));
+    }
+    if (!host_input.empty()) {
+      throw_status(invalid_argument("outputs= needs the inputs on the GPU too, but input '", host_input,
+                                    "' is in host memory"));
+    }
+  }
+  if (!gpu_inputs.empty() || !outputs.is_none()) {
+    const int device = unwrap(gpu::current_device());
+    for (const auto& [name, d] : gpu_inputs) {
+      if (d.device_id != device) {
+        throw_status(invalid_argument("input '", name, "' is on ", device_str(d.device_type, d.device_id),
+                                      ", but the current CUDA device is cuda:", device, ": kiln runs on the current "
+                                      "device; make cuda:", d.device_id, " current (torch.cuda.set_device(", d.device_id,
+                                      ")) or move the tensor"));
+      }
+    }
+    return run_device(c, items, outputs, kind, stream_arg, device);
+  }
+
   InputKeepAlive keep;  // declared before the GIL is released, destroyed after it is retaken
-  const TensorMap feeds = inputs_from_python(*c.engine, inputs, keep, false);
+  TensorMap feeds;
+  for (const auto& [name, value] : items) feeds[name] = tensor_from_python(name, value, find_desc(e.inputs(), name), keep);
   TensorMap outs;
   Status st;
   {
     py::gil_scoped_release nogil;
     std::lock_guard<std::mutex> lk(c.mu);
-    st = run_feeds(*c.ctx, *c.engine, feeds, stream_ptr, &outs);
+    st = run_host_locked(c, feeds, &outs);
   }
   check(st);
   py::dict result;
-  for (const TensorDesc& d : c.engine->outputs()) result[py::str(d.name)] = tensor_to_python(d.name, outs.at(d.name), kind);
+  for (const TensorDesc& d : e.outputs()) result[py::str(d.name)] = tensor_to_python(d.name, outs.at(d.name), kind);
   return result;
 }
 
@@ -105,11 +421,11 @@ std::string desc_repr(const TensorDesc& d) {
 
 }  // namespace
 
-TensorMap inputs_from_python(const Engine& e, py::handle inputs, InputKeepAlive& keep, bool allow_missing) {
-  TensorMap feeds;
+std::vector<std::pair<std::string, py::object>> input_items(const Engine& e, py::handle inputs, bool allow_missing) {
+  std::vector<std::pair<std::string, py::object>> items;
   if (inputs.is_none()) {
     if (!allow_missing) throw_status(invalid_argument("no inputs given"));
-    return feeds;
+    return items;
   }
   static py::object* mapping = new py::object(py::module_::import("collections.abc").attr("Mapping"));  // never freed
   if (!py::isinstance(inputs, *mapping)) {
@@ -120,19 +436,31 @@ TensorMap inputs_from_python(const Engine& e, py::handle inputs, InputKeepAlive&
       throw_status(invalid_argument("inputs must be a dict {name: array} for an engine with ", e.inputs().size(),
                                     " inputs (", names, ")"));
     }
-    const TensorDesc& d = e.inputs()[0];
-    feeds[d.name] = tensor_from_python(d.name, inputs, &d, keep);
-    return feeds;
+    items.emplace_back(e.inputs()[0].name, py::reinterpret_borrow<py::object>(inputs));
+    return items;
   }
   for (py::handle item : inputs.attr("items")()) {
     py::tuple kv = py::reinterpret_borrow<py::tuple>(item);
     if (!py::isinstance<py::str>(kv[0])) {
       throw_status(invalid_argument("input names must be str, got ", std::string(py::repr(kv[0]))));
     }
-    const std::string name = kv[0].cast<std::string>();
-    feeds[name] = tensor_from_python(name, kv[1], find_desc(e.inputs(), name), keep);
+    items.emplace_back(kv[0].cast<std::string>(), py::reinterpret_borrow<py::object>(kv[1]));
+  }
+  return items;
+}
+
+TensorMap inputs_from_python(const Engine& e, py::handle inputs, InputKeepAlive& keep, bool allow_missing) {
+  TensorMap feeds;
+  for (const auto& [name, value] : input_items(e, inputs, allow_missing)) {
+    feeds[name] = tensor_from_python(name, value, find_desc(e.inputs(), name), keep);
   }
   return feeds;
+}
+
+PyContext::~PyContext() {
+  // Queued runs may still read the tensors the pending list keeps alive: wait for them
+  // (with the GIL held: the list's Python objects are released right after).
+  for (const PendingRun& p : pending) (void)p.done->wait();
 }
 
 void register_engine(py::module_& m) {
@@ -177,17 +505,30 @@ void register_engine(py::module_& m) {
 Runs one engine (create it with Engine.create_execution_context). Memory is planned for
 the current input shapes and reused while they stay the same. One call runs at a time
 per context; use one context per thread for parallel runs.)doc")
-      .def("run", &context_run, "inputs"_a, py::kw_only(), "output"_a = "numpy", "stream"_a = py::none(), R"doc(
+      .def("run", &context_run, "inputs"_a, py::kw_only(), "output"_a = "numpy", "stream"_a = py::none(),
+           "outputs"_a = py::none(), R"doc(
 Runs the engine and returns {output name: array} in the engine's output order.
 
 inputs: {name: array}, or one array for a one-input engine. Arrays are numpy arrays
 (zero-copy when C-contiguous), objects with __dlpack__ (torch/cupy/jax tensors,
-kiln.Tensor; zero-copy on the CPU) or anything numpy.asarray takes. Names, dtypes and
-shapes are checked against the engine (InvalidArgumentError says which and why).
-output: "numpy" (default) or "dlpack" (kiln.Tensor objects for torch.from_dlpack).
-Outputs are copied once out of the context's memory, and the arrays own that copy.
-stream: a CUDA stream (int, torch.cuda.Stream, cupy stream) for CUDA engines; CPU
-engines run synchronously and ignore it. The GIL is released while the engine runs.)doc")
+kiln.Tensor; zero-copy) or anything numpy.asarray takes. Names, dtypes and shapes are
+checked against the engine (InvalidArgumentError says which and why).
+
+Where the outputs live follows where the inputs live:
+- Host inputs (any engine): outputs are host copies, numpy arrays (output="numpy", the
+  default) or CPU kiln.Tensor objects (output="dlpack"). A CUDA engine copies the inputs
+  to the GPU and the outputs back. The call waits for the result; stream is not used.
+- CUDA tensors (CUDA engines only; every input on the GPU, on the current device,
+  C-contiguous, 256-byte aligned): read in place, never copied. output="dlpack" returns
+  kiln.Tensor objects on the GPU (memory kiln allocates; torch.from_dlpack(t) is
+  zero-copy), output="numpy" host copies. outputs={name: tensor} gives CUDA tensors of the
+  right dtype and shape to write outputs into; those come back as the same objects.
+  stream=None runs on the legacy default stream and waits. With a stream (an int
+  cudaStream_t, torch.cuda.Stream, cupy stream, or __cuda_stream__ object) the run is
+  queued on it and the call returns at once (unless an output is a numpy copy): order
+  later work on that stream, or synchronize it, before reading the outputs.
+Mixing host and GPU inputs, GPU tensors into a CPU engine and outputs= without GPU
+inputs are errors. The GIL is released while the engine runs.)doc")
       .def(
           "set_input_shape",
           [](PyContext& c, const std::string& name, const py::object& dims) {
@@ -266,16 +607,17 @@ plan file with kiln.load. Engines pickle as their plan bytes.)doc")
           "profile"_a = 0, "A new ExecutionContext using optimization profile `profile`.")
       .def(
           "run",
-          [](PyEngine& p, const py::object& inputs, const std::string& output, const py::object& stream) {
+          [](PyEngine& p, const py::object& inputs, const std::string& output, const py::object& stream,
+             const py::object& outputs) {
             std::shared_ptr<PyContext> c;
             {
               std::lock_guard<std::mutex> lk(p.mu);
               if (!p.default_ctx) p.default_ctx = make_context(p.e, 0);
               c = p.default_ctx;
             }
-            return context_run(*c, inputs, output, stream);
+            return context_run(*c, inputs, output, stream, outputs);
           },
-          "inputs"_a, py::kw_only(), "output"_a = "numpy", "stream"_a = py::none(),
+          "inputs"_a, py::kw_only(), "output"_a = "numpy", "stream"_a = py::none(), "outputs"_a = py::none(),
           "ExecutionContext.run on a context the engine keeps (created on first use).")
       .def("__repr__",
            [](const PyEngine& p) {

@@ -48,10 +48,33 @@ ModelSource model_source(py::handle model, const std::string& base_dir);
 // Builds on a worker thread (GIL released, Ctrl-C cancels at the next build stage).
 std::shared_ptr<Engine> build_engine(Logger& log, const ModelSource& src, const PyBuilderConfig& config);
 
+// A CUDA run queued on a caller's stream (ExecutionContext.run with stream=): the DLPack
+// capsules and objects of its tensors, kept until the event recorded after it completes.
+struct PendingRun {
+  std::shared_ptr<gpu::Event> done;
+  std::shared_ptr<InputKeepAlive> keep;
+};
+
+// A queued run, as later runs on the same context see it: the context's memory serves one
+// run at a time, so a run on another stream waits for it (on the GPU), and a run with host
+// inputs (on the context's own stream) waits for it on the host.
+struct QueuedRun {
+  std::shared_ptr<gpu::Event> done;
+  void* stream = nullptr;
+};
+
 struct PyContext {
   std::shared_ptr<const Engine> engine;
   std::unique_ptr<ExecutionContext> ctx;
   std::mutex mu;  // a context runs one call at a time; the GIL is released while it runs
+  std::vector<QueuedRun> queued;  // guarded by mu
+  // The tensors of queued runs; only touched with the GIL held (pruned by each run; the
+  // destructor waits for the rest).
+  std::vector<PendingRun> pending;
+  PyContext() = default;
+  PyContext(const PyContext&) = delete;
+  PyContext& operator=(const PyContext&) = delete;
+  ~PyContext();
 };
 
 struct PyEngine {
@@ -60,7 +83,10 @@ struct PyEngine {
   std::shared_ptr<PyContext> default_ctx;  // for Engine.run
 };
 
-// Converts the inputs (a mapping, or one array for a one-input engine) for `e`.
+// The (name, value) pairs of `inputs`: a mapping, or one array for a one-input engine.
+// None is an error unless allow_missing (then: no pairs).
+std::vector<std::pair<std::string, py::object>> input_items(const Engine& e, py::handle inputs, bool allow_missing);
+// Converts the inputs (as input_items) for `e`: host memory only.
 TensorMap inputs_from_python(const Engine& e, py::handle inputs, InputKeepAlive& keep, bool allow_missing);
 
 void register_config(py::module_& m);

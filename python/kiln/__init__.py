@@ -11,9 +11,10 @@
     print(report)                                  # as `kiln compare` prints it
     stats = kiln.bench(engine)                     # as `kiln bench --json`
 
-Inputs are numpy arrays or any DLPack tensor (torch, cupy, jax) on the CPU, read without
-a copy when C-contiguous; outputs are numpy arrays (or, with output="dlpack",
-kiln.Tensor objects for torch.from_dlpack). Errors are kiln.KilnError subclasses with
+Inputs are numpy arrays or any DLPack tensor (torch, cupy, jax), read without a copy
+when C-contiguous; outputs are numpy arrays (or, with output="dlpack", kiln.Tensor
+objects for torch.from_dlpack). CUDA engines also take CUDA tensors in place and give
+GPU outputs (docs/python.md, "GPU tensors"). Errors are kiln.KilnError subclasses with
 kiln's messages. docs/python.md has the whole API.
 """
 from __future__ import annotations
@@ -43,6 +44,8 @@ from ._kiln import (
     __version__,
     _compare,
     bench,
+    cuda_available,
+    cuda_compiled,
     dtypes,
     load,
 )
@@ -51,7 +54,7 @@ __all__ = [
     "Builder", "BuilderConfig", "BuildSummary", "CompareReport", "Engine", "ExecutionContext", "InternalError",
     "InvalidArgumentError", "InvalidModelError", "KilnError", "KilnIOError", "LayerComparison", "LayerInfo",
     "NotFoundError", "OptimizationProfile", "OutputComparison", "Tensor", "TensorDesc", "UnsupportedError",
-    "__version__", "bench", "build", "compare", "dtypes", "load", "progress_bar",
+    "__version__", "bench", "build", "compare", "cuda_available", "cuda_compiled", "dtypes", "load", "progress_bar",
 ]
 
 ModelLike = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview, Any]

@@ -1,7 +1,7 @@
-"""torch (and cupy) tensors in and out through DLPack. Skipped where torch is missing
-(the build/venv interpreter has no torch; Debian's python3-torch does). This build of
-kiln has no CUDA backend: GPU tensors get a clear UnsupportedError, and the GPU tests
-skip when no GPU is present."""
+"""torch (and cupy) tensors in and out through DLPack, with CPU engines. Skipped where
+torch is missing (the build/venv interpreter has no torch; Debian's python3-torch does).
+GPU tensors into a CPU engine get a clear UnsupportedError (those tests skip when no GPU
+is present); CUDA engines on GPU tensors: test_gpu_dlpack.py."""
 import numpy as np
 import pytest
 
@@ -53,7 +53,8 @@ def test_non_contiguous_and_grad_tensors():
 def test_cuda_tensor_is_rejected_clearly():
     engine = kiln.build(transpose_model("float32", (2, 3)))
     x = torch.randn(2, 3, device="cuda")
-    with pytest.raises(kiln.UnsupportedError, match="input 'x' is on cuda:0.*no CUDA backend"):
+    why = "this engine runs on the CPU" if kiln.cuda_compiled() else "no CUDA backend"
+    with pytest.raises(kiln.UnsupportedError, match=f"input 'x' is on cuda:0.*{why}"):
         engine.run({"x": x}, stream=torch.cuda.current_stream())
     np.testing.assert_array_equal(engine.run({"x": x.cpu()})["y"], x.cpu().numpy().T)
 
@@ -62,5 +63,6 @@ def test_cuda_tensor_is_rejected_clearly():
 def test_cupy_tensor_is_rejected_clearly():
     cupy = pytest.importorskip("cupy")
     engine = kiln.build(transpose_model("float32", (2, 3)))
-    with pytest.raises(kiln.UnsupportedError, match="no CUDA backend"):
+    why = "this engine runs on the CPU" if kiln.cuda_compiled() else "no CUDA backend"
+    with pytest.raises(kiln.UnsupportedError, match=why):
         engine.run({"x": cupy.ones((2, 3), dtype=cupy.float32)})
