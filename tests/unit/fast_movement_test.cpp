@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/fast/geometry.h"
 #include "fast_kernel_test_util.h"
 
 namespace kiln::testing::fast {
@@ -180,6 +181,34 @@ TEST(FastMovement, Slice) {
   Attributes none;
   EXPECT_FALSE(tactic_supports("kiln_slice", make_spec(Op::Slice, &none, {&x, &s, &e}, {DataType::kFloat32}, {false, false, true})));
   EXPECT_TRUE(tactic_supports("kiln_slice", make_spec(Op::Slice, &none, {&x, &s, &e}, {DataType::kFloat32}, {false, true, false})));
+}
+
+// The host-side geometry the fast and CUDA kernels share (backends/cpu/fast/geometry.h),
+// at the edges the kernel tests above do not reach.
+TEST(FastMovement, SharedGeometry) {
+  using kiln::fast::concat_split_extents;
+  using kiln::fast::slice_geometry;
+  Dims strides;
+  int64_t offset = -1;
+  // X [4, 6], rows 1..2 and column 5: a sliced axis of one element gets stride 0.
+  ASSERT_TRUE(slice_geometry({4, 6}, {2, 1}, {1, 5}, {3, 6}, {}, {}, &strides, &offset).is_ok());
+  EXPECT_EQ(strides, (Dims{6, 0}));
+  EXPECT_EQ(offset, 11);
+  // An empty output reads nothing.
+  ASSERT_TRUE(slice_geometry({4, 6}, {0, 6}, {2}, {}, {}, {}, &strides, &offset).is_ok());
+  EXPECT_EQ(offset, 0);
+  // More than one element with |step| >= the axis cannot fit; rejected before the last
+  // position (1 + 2 * 2^62 here) is computed.
+  EXPECT_FALSE(slice_geometry({4, 6}, {3, 6}, {1}, {}, {}, {int64_t{1} << 62}, &strides, &offset).is_ok());
+  EXPECT_FALSE(slice_geometry({4, 6}, {-1, 6}, {1}, {}, {}, {}, &strides, &offset).is_ok());
+
+  // Split: an omitted output's size comes from the split sizes, which must not be negative
+  // even when they add up.
+  std::vector<int64_t> along;
+  const std::vector<TensorShape> parts = {TensorShape{}, TensorShape{DataType::kFloat32, {3, 5}}};
+  EXPECT_FALSE(concat_split_extents(true, {2, 5}, 0, parts, {-1, 3}, false, &along).is_ok());
+  ASSERT_TRUE(concat_split_extents(true, {5, 5}, 0, parts, {2, 3}, false, &along).is_ok());
+  EXPECT_EQ(along, (std::vector<int64_t>{2, 3}));
 }
 
 TEST(FastMovement, Cast) {

@@ -38,21 +38,6 @@ namespace kiln::cuda {
 
 namespace {
 
-// ---- spec helpers ----
-
-const Attributes& attrs_of(const LayerSpec& spec) {
-  static const Attributes kNone;
-  return spec.attrs ? *spec.attrs : kNone;
-}
-DataType in_dt(const LayerSpec& spec, size_t i) {
-  return i < spec.input_dtypes.size() ? spec.input_dtypes[i] : DataType::kUndefined;
-}
-DataType out_dt(const LayerSpec& spec, size_t i) {
-  return i < spec.output_dtypes.size() ? spec.output_dtypes[i] : DataType::kUndefined;
-}
-bool has_in(const LayerSpec& spec, size_t i) { return in_dt(spec, i) != DataType::kUndefined; }
-bool wants_out(const LayerSpec& spec, size_t i) { return out_dt(spec, i) != DataType::kUndefined; }
-
 constexpr int kMaxHead = 128;
 constexpr int kBK = 64;  // keys per tile
 
@@ -481,18 +466,18 @@ bool attention_supports(const LayerSpec& spec) {
   if (spec.op != Op::Attention) return false;
   const size_t nin = spec.input_dtypes.size();
   if (nin < 3 || nin > 7) return false;
-  const DataType dt = in_dt(spec, 0);
-  if (!is_cuda_float(dt) || in_dt(spec, 1) != dt || in_dt(spec, 2) != dt) return false;
-  const DataType mdt = in_dt(spec, 3);
+  const DataType dt = spec.input_dtype(0);
+  if (!is_cuda_float(dt) || spec.input_dtype(1) != dt || spec.input_dtype(2) != dt) return false;
+  const DataType mdt = spec.input_dtype(3);
   if (mdt != DataType::kUndefined && mdt != DataType::kBool && !is_cuda_float(mdt)) return false;
   for (size_t i = 4; i < nin; ++i) {
-    if (has_in(spec, i)) return false;  // past_key, past_value, nonpad_kv_seqlen
+    if (spec.has_input(i)) return false;  // past_key, past_value, nonpad_kv_seqlen
   }
-  if (spec.output_dtypes.empty() || spec.output_dtypes.size() > 4 || out_dt(spec, 0) != dt) return false;
+  if (spec.output_dtypes.empty() || spec.output_dtypes.size() > 4 || spec.output_dtype(0) != dt) return false;
   for (size_t i = 1; i < spec.output_dtypes.size(); ++i) {
-    if (wants_out(spec, i)) return false;  // present_key/value, qk_matmul_output
+    if (spec.wants_output(i)) return false;  // present_key/value, qk_matmul_output
   }
-  const Attributes& a = attrs_of(spec);
+  const Attributes& a = spec.attributes();
   const int64_t causal = a.get_int("is_causal", 0), mode = a.get_int("qk_matmul_output_mode", 0);
   if ((causal != 0 && causal != 1) || mode < 0 || mode > 3) return false;
   const float softcap = a.get_float("softcap", 0.0f);
@@ -513,8 +498,8 @@ Dims contiguous(const Dims& d) {
 
 class AttentionKernel final : public Kernel {
  public:
-  explicit AttentionKernel(const LayerSpec& spec) : dt_(in_dt(spec, 0)), mask_dt_(in_dt(spec, 3)) {
-    const Attributes& a = attrs_of(spec);
+  explicit AttentionKernel(const LayerSpec& spec) : dt_(spec.input_dtype(0)), mask_dt_(spec.input_dtype(3)) {
+    const Attributes& a = spec.attributes();
     has_qh_ = a.has("q_num_heads");
     has_kvh_ = a.has("kv_num_heads");
     qh_attr_ = a.get_int("q_num_heads", 0);

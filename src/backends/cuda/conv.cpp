@@ -46,9 +46,6 @@ constexpr size_t kAlign = 256;
 size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 
-DataType input_dtype(const LayerSpec& s, size_t i) {
-  return i < s.input_dtypes.size() ? s.input_dtypes[i] : DataType::kUndefined;
-}
 const Tensor* input_at(const std::vector<const Tensor*>& in, size_t i) { return i < in.size() ? in[i] : nullptr; }
 
 cudnnDataType_t cudnn_dtype(DataType dt) {
@@ -71,13 +68,13 @@ bool cudnn_conv_supports(const LayerSpec& s) {
 class CudnnConvKernel final : public Kernel {
  public:
   explicit CudnnConvKernel(const LayerSpec& s) : attrs_(*s.attrs), handle_(static_cast<cudnnHandle_t>(s.env->cudnn)) {
-    dtype_ = input_dtype(s, 0);
+    dtype_ = s.input_dtype(0);
     tf32_ = s.env->tf32;
     conv::parse_layout(attrs_, &nhwc_);
     conv::parse_activation(s.op, attrs_, &act_);
     group_ = attrs_.get_int("group", 1);
-    has_bias_ = input_dtype(s, 2) != DataType::kUndefined;
-    has_z_ = input_dtype(s, 3) != DataType::kUndefined;
+    has_bias_ = s.input_dtype(2) != DataType::kUndefined;
+    has_z_ = s.input_dtype(3) != DataType::kUndefined;
     if (s.constants.size() > 1 && s.constants[1]) {
       const Tensor& w = *s.constants[1];
       w_const_dims_ = w.dims();

@@ -77,16 +77,6 @@ bool parse_layout(const Attributes& a, bool* nhwc) {
 
 namespace {
 
-bool known_auto_pad(const std::string& p) {
-  return p == "NOTSET" || p.empty() || p == "VALID" || p == "SAME_UPPER" || p == "SAME_LOWER";
-}
-
-DataType input_dtype(const LayerSpec& s, size_t i) {
-  return i < s.input_dtypes.size() ? s.input_dtypes[i] : DataType::kUndefined;
-}
-
-const Tensor* constant_input(const LayerSpec& s, size_t i) { return i < s.constants.size() ? s.constants[i] : nullptr; }
-
 const Tensor* input_at(const std::vector<const Tensor*>& in, size_t i) { return i < in.size() ? in[i] : nullptr; }
 
 
@@ -306,8 +296,8 @@ bool conv_common_supports(const LayerSpec& s) {
   if (s.op != Op::Conv && s.op != Op::FusedConv) return false;
   if (!s.attrs) return false;
   const Attributes& a = *s.attrs;
-  const DataType dt = input_dtype(s, 0);
-  if (!is_cuda_float(dt) || input_dtype(s, 1) != dt) return false;
+  const DataType dt = s.input_dtype(0);
+  if (!is_cuda_float(dt) || s.input_dtype(1) != dt) return false;
   if (s.output_dtypes.size() != 1 || s.output_dtypes[0] != dt) return false;
   const size_t max_inputs = s.op == Op::FusedConv ? 4 : 3;
   if (s.input_dtypes.size() > max_inputs || s.input_dtypes.size() < 2) return false;
@@ -321,19 +311,8 @@ bool conv_common_supports(const LayerSpec& s) {
   if (!known_auto_pad(a.get_string("auto_pad", "NOTSET"))) return false;
   const int64_t group = a.get_int("group", 1);
   if (group < 1) return false;
-  if (const Tensor* w = constant_input(s, 1)) {
-    if (w->dtype() != dt || w->rank() < 3 || w->rank() > 5) return false;
-    for (int64_t d : w->dims()) {
-      if (d < 1) return false;
-    }
-    if (w->dim(0) % group != 0) return false;
-    const size_t nsp = static_cast<size_t>(w->rank() - 2);
-    const Dims kernel(w->dims().begin() + 2, w->dims().end());
-    if (a.has("kernel_shape") && a.get_ints("kernel_shape") != kernel) return false;
-    Dims v;
-    if (!spatial_ints(a, "strides", nsp, 1, 1, &v).is_ok()) return false;
-    if (!spatial_ints(a, "dilations", nsp, 1, 1, &v).is_ok()) return false;
-    if (!spatial_pads(a, nsp, &v).is_ok()) return false;
+  if (const Tensor* w = s.constant(1)) {
+    if (w->dtype() != dt || !conv_weight_fits(a, w->dims(), group)) return false;
   }
   return true;
 }
@@ -435,13 +414,13 @@ namespace {
 class DepthwiseKernel final : public Kernel {
  public:
   explicit DepthwiseKernel(const LayerSpec& s) : attrs_(*s.attrs) {
-    dtype_ = input_dtype(s, 0);
+    dtype_ = s.input_dtype(0);
     parse_layout(attrs_, &nhwc_);
     parse_activation(s.op, attrs_, &act_);
     group_ = attrs_.get_int("group", 1);
-    has_bias_ = input_dtype(s, 2) != DataType::kUndefined;
-    has_z_ = input_dtype(s, 3) != DataType::kUndefined;
-    const Tensor& w = *constant_input(s, 1);
+    has_bias_ = s.input_dtype(2) != DataType::kUndefined;
+    has_z_ = s.input_dtype(3) != DataType::kUndefined;
+    const Tensor& w = *s.constant(1);
     w_dims_ = w.dims();
     w_host_.resize(static_cast<size_t>(w.size()));
     for (int64_t i = 0; i < w.size(); ++i) w_host_[static_cast<size_t>(i)] = static_cast<float>(w.get_double(i));
@@ -571,7 +550,7 @@ class DepthwiseKernel final : public Kernel {
 
 bool depthwise_supports(const LayerSpec& s) {
   if (!conv_common_supports(s)) return false;
-  const Tensor* w = constant_input(s, 1);
+  const Tensor* w = s.constant(1);
   if (!w || (w->rank() != 3 && w->rank() != 4)) return false;
   const int64_t group = s.attrs->get_int("group", 1);
   // Depthwise: one input channel per group (W [M, 1, k...]), M a multiple of group.
@@ -717,7 +696,7 @@ bool is_max(Op op) { return op == Op::MaxPool || op == Op::GlobalMaxPool; }
 class PoolKernel final : public Kernel {
  public:
   explicit PoolKernel(const LayerSpec& s) : op_(s.op), attrs_(*s.attrs) {
-    dtype_ = input_dtype(s, 0);
+    dtype_ = s.input_dtype(0);
     parse_layout(attrs_, &nhwc_);
   }
 
@@ -849,7 +828,7 @@ bool pool_supports(const LayerSpec& s) {
     return false;
   }
   if (!s.attrs || s.input_dtypes.size() != 1) return false;
-  const DataType dt = input_dtype(s, 0);
+  const DataType dt = s.input_dtype(0);
   if (!is_cuda_float(dt)) return false;
   if (s.output_dtypes.empty() || s.output_dtypes[0] != dt) return false;
   // MaxPool's Indices output is not computed: decline when it is wanted.

@@ -287,6 +287,15 @@ Status enqueue_steps(ContextImpl& c, CudaState& st, cudaStream_t stream, bool pr
       c.step_observer(*c.steps[i].node, ptrs);
     }
   }
+  // Graph outputs that are constants (folded at build time) go to a caller's bound buffer
+  // by copy; outputs computed by a layer were written there in place.
+  for (Value* o : c.spec->outputs()) {
+    auto b = c.bound.find(o->name());
+    const int s = c.slot_of.at(o);
+    if (b == c.bound.end() || c.slots[static_cast<size_t>(s)].kind != SlotKind::kConstant) continue;
+    const Tensor& dev = st.const_dev[static_cast<size_t>(s)];
+    if (dev.nbytes()) KILN_CUDA_CHECK(cudaMemcpyAsync(b->second, dev.raw(), dev.nbytes(), cudaMemcpyDeviceToDevice, stream));
+  }
   return Status::ok();
 }
 

@@ -70,20 +70,9 @@ const std::vector<Tactic>& tactics() {
   return all;
 }
 
-std::vector<const Tactic*> tactics_for(const LayerSpec& spec) {
-  std::vector<const Tactic*> out;
-  for (const Tactic& t : tactics()) {
-    if (t.op == spec.op && t.supports(spec)) out.push_back(&t);
-  }
-  return out;
-}
+std::vector<const Tactic*> tactics_for(const LayerSpec& spec) { return fast::supporting_tactics(tactics(), spec); }
 
-const Tactic* find_tactic(const std::string& name) {
-  for (const Tactic& t : tactics()) {
-    if (name == t.name) return &t;
-  }
-  return nullptr;
-}
+const Tactic* find_tactic(const std::string& name) { return fast::tactic_named(tactics(), name); }
 
 std::string library_versions() {
   int rt = 0;

@@ -47,13 +47,11 @@ struct Env {
   bool tf32 = false;                // FP32 GEMMs/convs may use TF32 tensor cores
 };
 
-// What a factory sees of one layer.
-struct LayerSpec {
-  Op op = Op::Identity;
-  const Attributes* attrs = nullptr;
-  std::vector<DataType> input_dtypes;    // kUndefined for an omitted optional input
-  std::vector<DataType> output_dtypes;
-  std::vector<const Tensor*> constants;  // per input: the constant's HOST value, or nullptr
+// What a factory sees of one layer: op, attrs, input_dtypes (kUndefined for an omitted
+// optional input), output_dtypes and constants (per input: the constant's HOST value, or
+// nullptr), with the accessors attributes(), input_dtype(i), output_dtype(i), constant(i),
+// has_input(i) and wants_output(i) (fast::LayerSpecBase), and the GPU's library state.
+struct LayerSpec : fast::LayerSpecBase {
   const Env* env = nullptr;
 };
 

@@ -483,12 +483,12 @@ class ElementwiseKernel final : public Kernel {
 bool ew_supports(const LayerSpec& s) {
   if (s.output_dtypes.size() != 1) return false;
   OpDesc d;
-  return describe(s.op, attrs_or_empty(s.attrs), s.input_dtypes, &d) && d.out == s.output_dtypes[0];
+  return describe(s.op, s.attributes(), s.input_dtypes, &d) && d.out == s.output_dtypes[0];
 }
 
 Result<std::unique_ptr<Kernel>> ew_create(const LayerSpec& s) {
   OpDesc d;
-  if (s.output_dtypes.size() != 1 || !describe(s.op, attrs_or_empty(s.attrs), s.input_dtypes, &d) ||
+  if (s.output_dtypes.size() != 1 || !describe(s.op, s.attributes(), s.input_dtypes, &d) ||
       d.out != s.output_dtypes[0]) {
     return unsupported("kiln_cuda_elementwise does not support this ", op_name(s.op), " layer");
   }
@@ -497,7 +497,7 @@ Result<std::unique_ptr<Kernel>> ew_create(const LayerSpec& s) {
 
 bool cast_supports(const LayerSpec& s) {
   DataType to;
-  return s.output_dtypes.size() == 1 && describe_cast(attrs_or_empty(s.attrs), s.input_dtypes, &to) &&
+  return s.output_dtypes.size() == 1 && describe_cast(s.attributes(), s.input_dtypes, &to) &&
          to == s.output_dtypes[0];
 }
 

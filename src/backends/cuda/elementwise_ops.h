@@ -73,11 +73,6 @@ struct OpDesc {
   DataType out = DataType::kUndefined;
 };
 
-inline const Attributes& attrs_or_empty(const Attributes* a) {
-  static const Attributes kEmpty;
-  return a ? *a : kEmpty;
-}
-
 // Dtypes the ops can read: the float and integer domains (Cast and Where also move float64).
 inline bool loadable(DataType t) { return domain_of(t) != Dom::kNone || t == DataType::kFloat64; }
 

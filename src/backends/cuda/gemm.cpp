@@ -52,17 +52,6 @@ Status lt_status(cublasStatus_t s, const char* what) {
     if (kiln_lt_st_ != CUBLAS_STATUS_SUCCESS) return lt_status(kiln_lt_st_, #call); \
   } while (0)
 
-DataType input_dtype(const LayerSpec& s, size_t i) {
-  return i < s.input_dtypes.size() ? s.input_dtypes[i] : DataType::kUndefined;
-}
-
-const Tensor* constant_input(const LayerSpec& s, size_t i) { return i < s.constants.size() ? s.constants[i] : nullptr; }
-
-const Attributes& attrs_of(const LayerSpec& s) {
-  static const Attributes empty;
-  return s.attrs ? *s.attrs : empty;
-}
-
 cudaDataType_t lt_type(DataType d) {
   switch (d) {
     case DataType::kFloat16: return CUDA_R_16F;
@@ -106,27 +95,27 @@ bool gemm_supports(const LayerSpec& s) {
   if (!s.env || !s.env->cublaslt) return false;
   if (s.output_dtypes.size() != 1) return false;
   const DataType dt = s.output_dtypes[0];
-  if (!is_cuda_float(dt) || input_dtype(s, 0) != dt || input_dtype(s, 1) != dt) return false;
-  const Attributes& a = attrs_of(s);
-  const Tensor* w = constant_input(s, 1);
+  if (!is_cuda_float(dt) || s.input_dtype(0) != dt || s.input_dtype(1) != dt) return false;
+  const Attributes& a = s.attributes();
+  const Tensor* w = s.constant(1);
   switch (s.op) {
     case Op::MatMul:
       return s.input_dtypes.size() == 2;
     case Op::Gemm: {
       if (s.input_dtypes.size() < 2 || s.input_dtypes.size() > 3) return false;
-      const DataType c = input_dtype(s, 2);
+      const DataType c = s.input_dtype(2);
       if (c != DataType::kUndefined && c != dt) return false;
-      if (const Tensor* x = constant_input(s, 0); x && x->rank() != 2) return false;
+      if (const Tensor* x = s.constant(0); x && x->rank() != 2) return false;
       if (w && w->rank() != 2) return false;
-      const Tensor* ct = constant_input(s, 2);
+      const Tensor* ct = s.constant(2);
       return !ct || ct->rank() <= 2;
     }
     case Op::FusedGemm: {
-      if (s.input_dtypes.size() != 3 || input_dtype(s, 2) != dt) return false;
+      if (s.input_dtypes.size() != 3 || s.input_dtype(2) != dt) return false;
       Act act;
       if (!fused_activation(a, &act)) return false;
       if (w && w->rank() != 2) return false;
-      const Tensor* b = constant_input(s, 2);
+      const Tensor* b = s.constant(2);
       if (b && (!row_vector(b->dims()) || (w && b->dims().back() != w->dim(1)))) return false;
       return true;
     }
@@ -180,14 +169,14 @@ class GemmKernel final : public Kernel {
   explicit GemmKernel(const LayerSpec& s)
       : op_(s.op), dtype_(s.output_dtypes[0]), handle_(static_cast<cublasLtHandle_t>(s.env->cublaslt)),
         tf32_(s.env->tf32) {
-    const Attributes& a = attrs_of(s);
+    const Attributes& a = s.attributes();
     if (op_ == Op::Gemm) {
       alpha_ = a.get_float("alpha", 1.0f);
       gemm_beta_ = a.get_float("beta", 1.0f);
       trans_a_ = a.get_int("transA", 0) != 0;
       trans_b_ = a.get_int("transB", 0) != 0;
       // beta == 0 drops C (as the CPU fast backend does).
-      has_c_ = input_dtype(s, 2) != DataType::kUndefined && gemm_beta_ != 0.0f;
+      has_c_ = s.input_dtype(2) != DataType::kUndefined && gemm_beta_ != 0.0f;
     }
     if (op_ == Op::FusedGemm) fused_activation(a, &act_);
   }

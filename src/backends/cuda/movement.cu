@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/fast/geometry.h"
+#include "backends/cpu/reference/nn_common.h"
 #include "backends/cuda/cuda_common.h"
 #include "backends/cuda/cuda_kernel.h"
 
@@ -27,22 +29,8 @@ namespace kiln::cuda {
 namespace {
 
 // ---------------------------------------------------------------------------------------
-// spec helpers
+// dtype helpers
 
-const Attributes& attrs_of(const LayerSpec& spec) {
-  static const Attributes kNone;
-  return spec.attrs ? *spec.attrs : kNone;
-}
-DataType input_dtype(const LayerSpec& spec, size_t i) {
-  return i < spec.input_dtypes.size() ? spec.input_dtypes[i] : DataType::kUndefined;
-}
-DataType output_dtype(const LayerSpec& spec, size_t i) {
-  return i < spec.output_dtypes.size() ? spec.output_dtypes[i] : DataType::kUndefined;
-}
-const Tensor* constant_input(const LayerSpec& spec, size_t i) {
-  return i < spec.constants.size() ? spec.constants[i] : nullptr;
-}
-bool has_input(const LayerSpec& spec, size_t i) { return input_dtype(spec, i) != DataType::kUndefined; }
 bool int_dtype(DataType dt) { return dt == DataType::kInt64 || dt == DataType::kInt32; }
 
 // Dtypes moved as raw elements of 1, 2, 4 or 8 bytes.
@@ -397,8 +385,8 @@ class CopyKernel final : public Kernel {
 };
 
 bool copy_supports(const LayerSpec& spec) {
-  const DataType dt = input_dtype(spec, 0);
-  if (!movable(dt) || spec.output_dtypes.size() != 1 || output_dtype(spec, 0) != dt) return false;
+  const DataType dt = spec.input_dtype(0);
+  if (!movable(dt) || spec.output_dtypes.size() != 1 || spec.output_dtype(0) != dt) return false;
   if (spec.op == Op::Identity || spec.op == Op::Flatten) return spec.input_dtypes.size() == 1;
   return true;  // Reshape's shape and (Un)Squeeze's axes only decide the output shape
 }
@@ -417,19 +405,8 @@ class TransposeKernel final : public Kernel {
   Status prepare(const std::vector<TensorShape>& in, const std::vector<TensorShape>& out, size_t* ws) override {
     *ws = 0;
     const Dims& x = in[0].dims;
-    const int64_t r = static_cast<int64_t>(x.size());
-    std::vector<int64_t> perm = perm_;
-    if (!has_perm_) {
-      perm.clear();
-      for (int64_t i = r - 1; i >= 0; --i) perm.push_back(i);
-    }
-    KILN_ENSURE(static_cast<int64_t>(perm.size()) == r, "Transpose: perm does not match the rank");
-    std::vector<bool> seen(static_cast<size_t>(r), false);
-    for (int64_t& p : perm) {
-      if (p < 0) p += r;
-      KILN_ENSURE(p >= 0 && p < r && !seen[static_cast<size_t>(p)], "Transpose: bad perm");
-      seen[static_cast<size_t>(p)] = true;
-    }
+    std::vector<int64_t> perm;
+    KILN_RETURN_IF_ERROR(fast::transpose_perm(static_cast<int64_t>(x.size()), perm_, has_perm_, &perm));
     Dims want;
     KILN_RETURN_IF_ERROR(transpose_plan(x, perm, dtype_size(in[0].dtype), &plan_, &want));
     KILN_ENSURE(out[0].dims == want, "Transpose: output shape ", dims_str(out[0].dims), " differs from ", dims_str(want));
@@ -447,16 +424,16 @@ class TransposeKernel final : public Kernel {
 };
 
 bool transpose_supports(const LayerSpec& spec) {
-  const DataType dt = input_dtype(spec, 0);
-  if (spec.input_dtypes.size() != 1 || !movable(dt) || output_dtype(spec, 0) != dt || spec.output_dtypes.size() != 1)
+  const DataType dt = spec.input_dtype(0);
+  if (spec.input_dtypes.size() != 1 || !movable(dt) || spec.output_dtype(0) != dt || spec.output_dtypes.size() != 1)
     return false;
-  const Attributes& a = attrs_of(spec);
+  const Attributes& a = spec.attributes();
   return !a.has("perm") || a.get_ints("perm").size() <= 8;
 }
 
 Result<std::unique_ptr<Kernel>> transpose_create(const LayerSpec& spec) {
   if (!transpose_supports(spec)) return unsupported("kiln_cuda_transpose: unsupported layer");
-  const Attributes& a = attrs_of(spec);
+  const Attributes& a = spec.attributes();
   return std::unique_ptr<Kernel>(new TransposeKernel(a.get_ints("perm"), a.has("perm")));
 }
 
@@ -506,10 +483,10 @@ class DepthSpaceKernel final : public Kernel {
 };
 
 bool depth_space_supports(const LayerSpec& spec) {
-  const DataType dt = input_dtype(spec, 0);
-  if (spec.input_dtypes.size() != 1 || !movable(dt) || output_dtype(spec, 0) != dt || spec.output_dtypes.size() != 1)
+  const DataType dt = spec.input_dtype(0);
+  if (spec.input_dtypes.size() != 1 || !movable(dt) || spec.output_dtype(0) != dt || spec.output_dtypes.size() != 1)
     return false;
-  const Attributes& a = attrs_of(spec);
+  const Attributes& a = spec.attributes();
   if (!a.has("blocksize")) return false;
   const int64_t b = a.get_int("blocksize", 0);
   const std::string mode = a.get_string("mode", "DCR");
@@ -518,26 +495,13 @@ bool depth_space_supports(const LayerSpec& spec) {
 
 Result<std::unique_ptr<Kernel>> depth_space_create(const LayerSpec& spec) {
   if (!depth_space_supports(spec)) return unsupported("kiln_cuda_depth_space: unsupported layer");
-  const Attributes& a = attrs_of(spec);
+  const Attributes& a = spec.attributes();
   return std::unique_ptr<Kernel>(new DepthSpaceKernel(spec.op == Op::DepthToSpace, a.get_int("blocksize", 1),
                                                       a.get_string("mode", "DCR") == "DCR"));
 }
 
 // ---------------------------------------------------------------------------------------
 // Concat / Split
-
-Status axis_geometry(const Dims& dims, int64_t axis, int64_t* outer, int64_t* inner, int64_t* norm_axis) {
-  const int64_t r = static_cast<int64_t>(dims.size());
-  KILN_ENSURE(axis >= -r && axis < r, "axis ", axis, " out of range for rank ", r);
-  if (axis < 0) axis += r;
-  *outer = *inner = 1;
-  for (int64_t d = 0; d < r; ++d) {
-    if (d < axis) *outer *= dims[static_cast<size_t>(d)];
-    if (d > axis) *inner *= dims[static_cast<size_t>(d)];
-  }
-  *norm_axis = axis;
-  return Status::ok();
-}
 
 class ConcatSplitKernel final : public Kernel {
  public:
@@ -549,50 +513,21 @@ class ConcatSplitKernel final : public Kernel {
     KILN_ENSURE(!in.empty() && !out.empty(), "Concat/Split: no tensors");
     const Dims& joined = split_ ? in[0].dims : out[0].dims;
     int64_t inner, axis;
-    KILN_RETURN_IF_ERROR(axis_geometry(joined, axis_, &outer_, &inner, &axis));
+    KILN_RETURN_IF_ERROR(fast::axis_geometry(joined, axis_, &outer_, &inner, &axis));
     const size_t es = dtype_size(split_ ? in[0].dtype : out[0].dtype);
     const std::vector<TensorShape>& parts = split_ ? out : in;
     const size_t n = parts.size();
-    std::vector<int64_t> along(n, -1);
-    for (size_t k = 0; k < n; ++k) {
-      if (parts[k].dtype == DataType::kUndefined) continue;
-      const Dims& d = parts[k].dims;
-      KILN_ENSURE(d.size() == joined.size(), "Concat/Split: ranks differ");
-      for (size_t i = 0; i < d.size(); ++i) {
-        KILN_ENSURE(static_cast<int64_t>(i) == axis || d[i] == joined[i], "Concat/Split: shapes differ off the axis");
-      }
-      along[k] = d[static_cast<size_t>(axis)];
-    }
-    const int64_t dim = joined[static_cast<size_t>(axis)];
-    if (std::count(along.begin(), along.end(), -1) > 0) {
-      KILN_ENSURE(split_, "Concat: missing input");
-      std::vector<int64_t> s = sizes_;
-      if (s.empty()) {
-        const int64_t k = static_cast<int64_t>(n);
-        const int64_t chunk = num_outputs_ ? (dim + k - 1) / k : dim / k;
-        int64_t left = dim;
-        for (int64_t i = 0; i < k; ++i) {
-          s.push_back(std::min(chunk, left));
-          left -= s.back();
-        }
-      }
-      KILN_ENSURE(s.size() == n, "Split: cannot tell the sizes of omitted outputs");
-      for (size_t k = 0; k < n; ++k) {
-        KILN_ENSURE(along[k] < 0 || along[k] == s[k], "Split: output sizes disagree with the split");
-        along[k] = s[k];
-      }
-    }
+    std::vector<int64_t> along;
+    KILN_RETURN_IF_ERROR(fast::concat_split_extents(split_, joined, axis, parts, sizes_, num_outputs_, &along));
     int64_t total = 0;
     offset_.assign(n, 0);
     row_.assign(n, 0);
     for (size_t k = 0; k < n; ++k) {
-      KILN_ENSURE(along[k] >= 0, "Concat/Split: negative size");
       offset_[k] = static_cast<size_t>(total * inner) * es;
       row_[k] = static_cast<size_t>(along[k] * inner) * es;
       total += along[k];
     }
-    KILN_ENSURE(total == dim, "Concat/Split: parts add up to ", total, " along the axis, not ", dim);
-    joined_row_ = static_cast<size_t>(dim * inner) * es;
+    joined_row_ = static_cast<size_t>(joined[static_cast<size_t>(axis)] * inner) * es;
     return Status::ok();
   }
 
@@ -624,7 +559,7 @@ class ConcatSplitKernel final : public Kernel {
 };
 
 bool concat_supports(const LayerSpec& spec) {
-  const DataType dt = output_dtype(spec, 0);
+  const DataType dt = spec.output_dtype(0);
   if (!movable(dt) || spec.output_dtypes.size() != 1 || spec.input_dtypes.empty()) return false;
   for (DataType d : spec.input_dtypes) {
     if (d != dt) return false;  // omitted inputs included
@@ -633,15 +568,15 @@ bool concat_supports(const LayerSpec& spec) {
 }
 
 bool split_supports(const LayerSpec& spec) {
-  const DataType dt = input_dtype(spec, 0);
+  const DataType dt = spec.input_dtype(0);
   if (!movable(dt) || spec.output_dtypes.empty() || spec.input_dtypes.size() > 2) return false;
   for (DataType d : spec.output_dtypes) {
     if (d != dt && d != DataType::kUndefined) return false;
   }
   const bool omitted = std::count(spec.output_dtypes.begin(), spec.output_dtypes.end(), DataType::kUndefined) > 0;
-  if (has_input(spec, 1)) {
-    if (!int_dtype(input_dtype(spec, 1))) return false;
-    if (omitted && !constant_input(spec, 1)) return false;
+  if (spec.has_input(1)) {
+    if (!int_dtype(spec.input_dtype(1))) return false;
+    if (omitted && !spec.constant(1)) return false;
   }
   return true;
 }
@@ -649,9 +584,9 @@ bool split_supports(const LayerSpec& spec) {
 Result<std::unique_ptr<Kernel>> concat_split_create(const LayerSpec& spec) {
   const bool split = spec.op == Op::Split;
   if (!(split ? split_supports(spec) : concat_supports(spec))) return unsupported("kiln_cuda_concat/split: unsupported layer");
-  const Attributes& a = attrs_of(spec);
+  const Attributes& a = spec.attributes();
   std::vector<int64_t> sizes;
-  if (split && constant_input(spec, 1) && constant_input(spec, 1)->size() > 0) sizes = constant_input(spec, 1)->to_int_vector();
+  if (split && spec.constant(1) && spec.constant(1)->size() > 0) sizes = spec.constant(1)->to_int_vector();
   return std::unique_ptr<Kernel>(
       new ConcatSplitKernel(split, a.get_int("axis", split ? 0 : 1), std::move(sizes), split && a.has("num_outputs")));
 }
@@ -686,15 +621,8 @@ class GatherKernel final : public Kernel {
   Status prepare(const std::vector<TensorShape>& in, const std::vector<TensorShape>& out, size_t* ws) override {
     *ws = 0;
     const Dims& d = in[0].dims;
-    KILN_ENSURE(!d.empty(), "Gather: data must have rank >= 1");
-    int64_t axis;
-    KILN_RETURN_IF_ERROR(axis_geometry(d, axis_, &outer_, &inner_, &axis));
-    n_ = d[static_cast<size_t>(axis)];
+    KILN_RETURN_IF_ERROR(fast::gather_geometry(d, in[1].dims, out[0].dims, axis_, &outer_, &inner_, &n_));
     nidx_ = num_elements(in[1].dims);
-    Dims want(d.begin(), d.begin() + axis);
-    want.insert(want.end(), in[1].dims.begin(), in[1].dims.end());
-    want.insert(want.end(), d.begin() + axis + 1, d.end());
-    KILN_ENSURE(out[0].dims == want, "Gather: output shape differs");
     es_ = dtype_size(in[0].dtype);
     idx64_ = in[1].dtype == DataType::kInt64;
     in_elems_ = num_elements(d);
@@ -744,14 +672,14 @@ class GatherKernel final : public Kernel {
 };
 
 bool gather_supports(const LayerSpec& spec) {
-  const DataType dt = input_dtype(spec, 0);
-  return spec.input_dtypes.size() == 2 && movable(dt) && output_dtype(spec, 0) == dt &&
-         spec.output_dtypes.size() == 1 && int_dtype(input_dtype(spec, 1));
+  const DataType dt = spec.input_dtype(0);
+  return spec.input_dtypes.size() == 2 && movable(dt) && spec.output_dtype(0) == dt &&
+         spec.output_dtypes.size() == 1 && int_dtype(spec.input_dtype(1));
 }
 
 Result<std::unique_ptr<Kernel>> gather_create(const LayerSpec& spec) {
   if (!gather_supports(spec)) return unsupported("kiln_cuda_gather: unsupported layer");
-  return std::unique_ptr<Kernel>(new GatherKernel(attrs_of(spec).get_int("axis", 0)));
+  return std::unique_ptr<Kernel>(new GatherKernel(spec.attributes().get_int("axis", 0)));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -767,65 +695,10 @@ class SliceKernel final : public Kernel {
     *ws = 0;
     const Dims& x = in[0].dims;
     const Dims& y = out[0].dims;
-    const int64_t r = static_cast<int64_t>(x.size());
-    KILN_ENSURE(y.size() == x.size(), "Slice: output rank differs");
-    const size_t n = starts_.size();
-    std::vector<int64_t> axes = axes_, steps = steps_;
-    if (axes.empty()) {
-      KILN_ENSURE(static_cast<int64_t>(n) <= r, "Slice: more starts than dimensions");
-      for (size_t i = 0; i < n; ++i) axes.push_back(static_cast<int64_t>(i));
-    }
-    if (steps.empty()) steps.assign(n, 1);
-    KILN_ENSURE(axes.size() == n && steps.size() == n && (ends_.empty() || ends_.size() == n),
-                "Slice: starts, ends, axes and steps differ in length");
-    const Dims cs = contiguous_strides(x);
-    Dims strides = cs;
+    Dims strides;
     int64_t offset = 0;
-    std::vector<bool> sliced(static_cast<size_t>(r), false);
-    for (size_t i = 0; i < n; ++i) {
-      int64_t a = axes[i];
-      KILN_ENSURE(a >= -r && a < r, "Slice: axis ", a, " out of range");
-      if (a < 0) a += r;
-      const size_t ua = static_cast<size_t>(a);
-      KILN_ENSURE(!sliced[ua], "Slice: axis ", a, " repeated");
-      sliced[ua] = true;
-      const int64_t d = x[ua], step = steps[i];
-      KILN_ENSURE(step != 0, "Slice: step 0");
-      int64_t start = starts_[i];
-      if (start < 0) start += d;
-      start = step > 0 ? std::clamp<int64_t>(start, 0, d) : std::clamp<int64_t>(start, 0, std::max<int64_t>(d - 1, 0));
-      const int64_t count = y[ua];
-      if (count > 1) {
-        // The output shape fixes the count; it must stay inside the axis (no overflow:
-        // |step| and count are bounded by the checks as in the CPU kernel).
-        KILN_ENSURE(step > -d && step < d, "Slice: output shape does not fit axis ", a);
-        const int64_t last = start + (count - 1) * step;
-        KILN_ENSURE(last >= 0 && last < d, "Slice: output shape does not fit axis ", a);
-      } else if (count == 1) {
-        KILN_ENSURE(start >= 0 && start < d, "Slice: output shape does not fit axis ", a);
-      }
-      if (!ends_.empty()) {
-        int64_t end = ends_[i];
-        if (end < 0) end += d;
-        int64_t want = 0;
-        if (d > 0 && step > 0) {
-          end = std::clamp<int64_t>(end, 0, d);
-          want = end > start ? (end - start - 1) / step + 1 : 0;
-        } else if (d > 0) {
-          end = std::clamp<int64_t>(end, -1, d - 1);
-          const uint64_t mag = static_cast<uint64_t>(-(step + 1)) + 1;
-          want = start > end ? static_cast<int64_t>(static_cast<uint64_t>(start - end - 1) / mag) + 1 : 0;
-        }
-        KILN_ENSURE(want == count, "Slice: output shape disagrees with starts/ends");
-      }
-      if (count > 0) offset += start * cs[ua];
-      strides[ua] = count > 1 ? cs[ua] * step : 0;
-    }
-    for (int64_t d = 0; d < r; ++d) {
-      KILN_ENSURE(sliced[static_cast<size_t>(d)] || y[static_cast<size_t>(d)] == x[static_cast<size_t>(d)],
-                  "Slice: output shape differs on an axis that is not sliced");
-    }
-    return build_plan(y, strides, num_elements(y) > 0 ? offset : 0, dtype_size(in[0].dtype), num_elements(x), &plan_);
+    KILN_RETURN_IF_ERROR(fast::slice_geometry(x, y, starts_, ends_, axes_, steps_, &strides, &offset));
+    return build_plan(y, strides, offset, dtype_size(in[0].dtype), num_elements(x), &plan_);
   }
 
   Status enqueue(const std::vector<const Tensor*>& in, const std::vector<Tensor*>& out, void*,
@@ -839,12 +712,12 @@ class SliceKernel final : public Kernel {
 };
 
 bool slice_supports(const LayerSpec& spec) {
-  const DataType dt = input_dtype(spec, 0);
+  const DataType dt = spec.input_dtype(0);
   const size_t nin = spec.input_dtypes.size();
-  if (nin < 3 || nin > 5 || !movable(dt) || output_dtype(spec, 0) != dt || spec.output_dtypes.size() != 1) return false;
-  if (!int_dtype(input_dtype(spec, 1)) || !constant_input(spec, 1) || !int_dtype(input_dtype(spec, 2))) return false;
+  if (nin < 3 || nin > 5 || !movable(dt) || spec.output_dtype(0) != dt || spec.output_dtypes.size() != 1) return false;
+  if (!int_dtype(spec.input_dtype(1)) || !spec.constant(1) || !int_dtype(spec.input_dtype(2))) return false;
   for (size_t i = 3; i < nin; ++i) {
-    if (has_input(spec, i) && (!int_dtype(input_dtype(spec, i)) || !constant_input(spec, i))) return false;
+    if (spec.has_input(i) && (!int_dtype(spec.input_dtype(i)) || !spec.constant(i))) return false;
   }
   return true;
 }
@@ -852,8 +725,8 @@ bool slice_supports(const LayerSpec& spec) {
 Result<std::unique_ptr<Kernel>> slice_create(const LayerSpec& spec) {
   if (!slice_supports(spec)) return unsupported("kiln_cuda_slice: unsupported layer");
   auto ints = [&](size_t i) {
-    const Tensor* t = constant_input(spec, i);
-    return has_input(spec, i) && t ? t->to_int_vector() : std::vector<int64_t>{};
+    const Tensor* t = spec.constant(i);
+    return spec.has_input(i) && t ? t->to_int_vector() : std::vector<int64_t>{};
   };
   return std::unique_ptr<Kernel>(new SliceKernel(ints(1), ints(2), ints(3), ints(4)));
 }
@@ -911,9 +784,9 @@ class BroadcastKernel final : public Kernel {
 };
 
 bool broadcast_supports(const LayerSpec& spec) {
-  const DataType dt = input_dtype(spec, 0);
-  return spec.input_dtypes.size() == 2 && movable(dt) && output_dtype(spec, 0) == dt &&
-         spec.output_dtypes.size() == 1 && int_dtype(input_dtype(spec, 1));
+  const DataType dt = spec.input_dtype(0);
+  return spec.input_dtypes.size() == 2 && movable(dt) && spec.output_dtype(0) == dt &&
+         spec.output_dtypes.size() == 1 && int_dtype(spec.input_dtype(1));
 }
 
 Result<std::unique_ptr<Kernel>> broadcast_create(const LayerSpec& spec) {
@@ -1069,14 +942,14 @@ int pad_mode(const std::string& s) {
 }
 
 bool pad_supports(const LayerSpec& spec) {
-  const DataType dt = input_dtype(spec, 0);
+  const DataType dt = spec.input_dtype(0);
   const size_t nin = spec.input_dtypes.size();
-  if (nin < 2 || nin > 4 || !movable(dt) || output_dtype(spec, 0) != dt || spec.output_dtypes.size() != 1) return false;
-  if (pad_mode(attrs_of(spec).get_string("mode", "constant")) < 0) return false;
-  if (!int_dtype(input_dtype(spec, 1)) || !constant_input(spec, 1) || constant_input(spec, 1)->rank() > 1) return false;
-  if (has_input(spec, 2) && input_dtype(spec, 2) != dt) return false;  // a value of another dtype: convert on CPU
-  if (has_input(spec, 3) &&
-      (!int_dtype(input_dtype(spec, 3)) || !constant_input(spec, 3) || constant_input(spec, 3)->rank() > 1))
+  if (nin < 2 || nin > 4 || !movable(dt) || spec.output_dtype(0) != dt || spec.output_dtypes.size() != 1) return false;
+  if (pad_mode(spec.attributes().get_string("mode", "constant")) < 0) return false;
+  if (!int_dtype(spec.input_dtype(1)) || !spec.constant(1) || spec.constant(1)->rank() > 1) return false;
+  if (spec.has_input(2) && spec.input_dtype(2) != dt) return false;  // a value of another dtype: convert on CPU
+  if (spec.has_input(3) &&
+      (!int_dtype(spec.input_dtype(3)) || !spec.constant(3) || spec.constant(3)->rank() > 1))
     return false;
   return true;
 }
@@ -1084,96 +957,15 @@ bool pad_supports(const LayerSpec& spec) {
 Result<std::unique_ptr<Kernel>> pad_create(const LayerSpec& spec) {
   if (!pad_supports(spec)) return unsupported("kiln_cuda_pad: unsupported layer");
   std::vector<int64_t> axes;
-  if (has_input(spec, 3)) axes = constant_input(spec, 3)->to_int_vector();
-  return std::unique_ptr<Kernel>(new PadKernel(constant_input(spec, 1)->to_int_vector(), std::move(axes),
-                                               has_input(spec, 3),
-                                               pad_mode(attrs_of(spec).get_string("mode", "constant"))));
+  if (spec.has_input(3)) axes = spec.constant(3)->to_int_vector();
+  return std::unique_ptr<Kernel>(new PadKernel(spec.constant(1)->to_int_vector(), std::move(axes),
+                                               spec.has_input(3),
+                                               pad_mode(spec.attributes().get_string("mode", "constant"))));
 }
 
 // ---------------------------------------------------------------------------------------
 // Resize: separable taps along the last two axes (the others must keep their size), tap
-// tables computed on the host in double exactly as the reference kernel does.
-
-struct ResizeAttrs {
-  std::string mode, coord, nearest_mode;
-  double cubic_a = -0.75;
-  bool exclude_outside = false;
-  bool antialias = false;
-};
-
-double cubic_weight(double d, double a) {
-  d = std::fabs(d);
-  if (d <= 1) return ((a + 2) * d - (a + 3)) * d * d + 1;
-  if (d < 2) return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a;
-  return 0.0;
-}
-
-double source_coordinate(const ResizeAttrs& p, double j, double scale, int64_t in, int64_t out_int) {
-  const double out_f = scale * static_cast<double>(in);
-  const double inf = static_cast<double>(in);
-  if (p.coord == "align_corners") return out_f == 1 ? 0.0 : j * (inf - 1) / (out_f - 1);
-  if (p.coord == "asymmetric") return j / scale;
-  if (p.coord == "pytorch_half_pixel") return out_f == 1 ? -0.5 : (j + 0.5) / scale - 0.5;
-  if (p.coord == "half_pixel_symmetric") {
-    const double adjustment = static_cast<double>(out_int) / out_f;
-    const double offset = inf / 2 * (1 - adjustment);
-    return offset + (j + 0.5) / scale - 0.5;
-  }
-  if (p.coord == "tf_half_pixel_for_nn") return (j + 0.5) / scale;
-  return (j + 0.5) / scale - 0.5;  // half_pixel
-}
-
-void compute_taps(const ResizeAttrs& p, double x, double scale, int64_t in, std::vector<int32_t>* idx,
-                  std::vector<float>* wt) {
-  const double fl = std::floor(x);
-  const bool integral = x == fl;
-  const double ratio = integral ? 1.0 : x - fl;
-  std::vector<double> c;
-  if (p.mode == "nearest") {
-    bool take_upper = true;
-    if (!integral) {
-      if (p.nearest_mode == "round_prefer_ceil") take_upper = ratio >= 0.5;
-      else if (p.nearest_mode == "floor") take_upper = false;
-      else if (p.nearest_mode == "ceil") take_upper = true;
-      else take_upper = ratio > 0.5;
-    }
-    c = {take_upper ? 0.0 : 1.0, take_upper ? 1.0 : 0.0};
-  } else if (p.antialias) {
-    const double s = std::min(scale, 1.0);
-    const double support = p.mode == "linear" ? 1.0 : 2.0;
-    const int64_t start = static_cast<int64_t>(std::floor(-support / s)) + 1;
-    const int64_t n = 2 - 2 * start;
-    double sum = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      const double arg = (static_cast<double>(start + i) - ratio) * s;
-      const double w = p.mode == "linear" ? std::clamp(1 - std::fabs(arg), 0.0, 1.0) : cubic_weight(arg, p.cubic_a);
-      c.push_back(w);
-      sum += w;
-    }
-    for (double& w : c) w /= sum;
-  } else if (p.mode == "linear") {
-    c = {1 - ratio, ratio};
-  } else {
-    for (int i = 0; i < 4; ++i) c.push_back(cubic_weight(static_cast<double>(i - 1) - ratio, p.cubic_a));
-  }
-  const int64_t n = static_cast<int64_t>(c.size());
-  const int64_t base = static_cast<int64_t>(fl) - n / 2 + (integral ? 0 : 1);
-  if (p.exclude_outside) {
-    double sum = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      if (base + i < 0 || base + i >= in) c[static_cast<size_t>(i)] = 0;
-      sum += c[static_cast<size_t>(i)];
-    }
-    if (sum != 0) {
-      for (double& w : c) w /= sum;
-    }
-  }
-  for (int64_t i = 0; i < n; ++i) {
-    if (c[static_cast<size_t>(i)] == 0) continue;
-    idx->push_back(static_cast<int32_t>(std::clamp<int64_t>(base + i, 0, in - 1)));
-    wt->push_back(static_cast<float>(c[static_cast<size_t>(i)]));
-  }
-}
+// tables computed on the host in double by the reference kernel's resize_taps.
 
 // Per-axis table: out positions x k taps (index, weight); unused taps have weight 0.
 struct AxisTaps {
@@ -1191,8 +983,13 @@ AxisTaps axis_taps(const ResizeAttrs& p, int64_t in, int64_t out, double scale, 
       is[static_cast<size_t>(j)] = {static_cast<int32_t>(j)};
       ws[static_cast<size_t>(j)] = {1.0f};
     } else {
-      const double x = source_coordinate(p, static_cast<double>(j), scale, in, out);
-      compute_taps(p, x, scale, in, &is[static_cast<size_t>(j)], &ws[static_cast<size_t>(j)]);
+      // No roi: tf_crop_and_resize runs on the CPU.
+      const double x = resize_source_coordinate(p, static_cast<double>(j), scale, in, out, 0.0, 1.0);
+      const ResizeTaps taps = resize_taps(p, x, scale, in);
+      for (size_t q = 0; q < taps.index.size(); ++q) {
+        is[static_cast<size_t>(j)].push_back(static_cast<int32_t>(taps.index[q]));
+        ws[static_cast<size_t>(j)].push_back(static_cast<float>(taps.weight[q]));
+      }
     }
     t.k = std::max<int>(t.k, static_cast<int>(is[static_cast<size_t>(j)].size()));
   }
@@ -1358,13 +1155,13 @@ class ResizeKernel final : public Kernel {
 bool resize_constants(const LayerSpec& spec, std::vector<double>* scales, std::vector<int64_t>* sizes) {
   scales->clear();
   sizes->clear();
-  if (has_input(spec, 2)) {
-    const Tensor* s = constant_input(spec, 2);
+  if (spec.has_input(2)) {
+    const Tensor* s = spec.constant(2);
     if (!s || !is_float(s->dtype()) || s->rank() > 1) return false;
     for (int64_t i = 0; i < s->size(); ++i) scales->push_back(s->get_double(i));
   }
-  if (has_input(spec, 3)) {
-    const Tensor* s = constant_input(spec, 3);
+  if (spec.has_input(3)) {
+    const Tensor* s = spec.constant(3);
     if (!s || !is_integer(s->dtype()) || s->rank() > 1) return false;
     if (s->size() > 0) *sizes = s->to_int_vector();
   }
@@ -1372,11 +1169,11 @@ bool resize_constants(const LayerSpec& spec, std::vector<double>* scales, std::v
 }
 
 bool resize_supports(const LayerSpec& spec) {
-  const DataType dt = input_dtype(spec, 0);
+  const DataType dt = spec.input_dtype(0);
   const size_t nin = spec.input_dtypes.size();
-  if (nin < 1 || nin > 4 || !is_cuda_float(dt) || output_dtype(spec, 0) != dt || spec.output_dtypes.size() != 1)
+  if (nin < 1 || nin > 4 || !is_cuda_float(dt) || spec.output_dtype(0) != dt || spec.output_dtypes.size() != 1)
     return false;
-  const Attributes& a = attrs_of(spec);
+  const Attributes& a = spec.attributes();
   const std::string mode = a.get_string("mode", "nearest");
   const std::string coord = a.get_string("coordinate_transformation_mode", "half_pixel");
   const std::string nm = a.get_string("nearest_mode", "round_prefer_floor");
@@ -1404,14 +1201,8 @@ bool resize_supports(const LayerSpec& spec) {
 
 Result<std::unique_ptr<Kernel>> resize_create(const LayerSpec& spec) {
   if (!resize_supports(spec)) return unsupported("kiln_cuda_resize: unsupported layer");
-  const Attributes& a = attrs_of(spec);
-  ResizeAttrs p;
-  p.mode = a.get_string("mode", "nearest");
-  p.coord = a.get_string("coordinate_transformation_mode", "half_pixel");
-  p.nearest_mode = a.get_string("nearest_mode", "round_prefer_floor");
-  p.cubic_a = a.get_float("cubic_coeff_a", -0.75f);
-  p.exclude_outside = a.get_int("exclude_outside", 0) != 0;
-  p.antialias = a.get_int("antialias", 0) != 0 && p.mode != "nearest";
+  const Attributes& a = spec.attributes();
+  ResizeAttrs p = resize_attrs(a);
   std::vector<double> scales;
   std::vector<int64_t> sizes;
   resize_constants(spec, &scales, &sizes);

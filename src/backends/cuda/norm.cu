@@ -20,27 +20,13 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/fast/geometry.h"
 #include "backends/cuda/cuda_common.h"
 #include "backends/cuda/cuda_kernel.h"
 
 namespace kiln::cuda {
 
 namespace {
-
-// ---- spec helpers ----
-
-const Attributes& attrs_of(const LayerSpec& spec) {
-  static const Attributes kNone;
-  return spec.attrs ? *spec.attrs : kNone;
-}
-DataType in_dt(const LayerSpec& spec, size_t i) {
-  return i < spec.input_dtypes.size() ? spec.input_dtypes[i] : DataType::kUndefined;
-}
-DataType out_dt(const LayerSpec& spec, size_t i) {
-  return i < spec.output_dtypes.size() ? spec.output_dtypes[i] : DataType::kUndefined;
-}
-bool has_in(const LayerSpec& spec, size_t i) { return in_dt(spec, i) != DataType::kUndefined; }
-bool wants_out(const LayerSpec& spec, size_t i) { return out_dt(spec, i) != DataType::kUndefined; }
 
 // ---- device helpers ----
 
@@ -129,6 +115,15 @@ __global__ void norm_kernel(NormParams p) {
         for (int k = 0; k < V; ++k) v[k] = to_f32(a.v[k]);
       }
     };
+    // The same values in the later passes: from the cache when the row is cached.
+    auto reload = [&](int64_t i, float* v) {
+      if constexpr (CACHE) {
+#pragma unroll
+        for (int k = 0; k < V; ++k) v[k] = cache[i + k];
+      } else {
+        load(i, v, false);
+      }
+    };
     // Pass 1: sum (or sum of squares), filling the cache.
     float acc = 0.0f;
     for (int64_t i = static_cast<int64_t>(threadIdx.x) * V; i < n; i += step) {
@@ -149,12 +144,7 @@ __global__ void norm_kernel(NormParams p) {
       float ss = 0.0f;
       for (int64_t i = static_cast<int64_t>(threadIdx.x) * V; i < n; i += step) {
         float v[V];
-        if constexpr (CACHE) {
-#pragma unroll
-          for (int k = 0; k < V; ++k) v[k] = cache[i + k];
-        } else {
-          load(i, v, false);
-        }
+        reload(i, v);
 #pragma unroll
         for (int k = 0; k < V; ++k) {
           const float d = v[k] - mean;
@@ -166,12 +156,7 @@ __global__ void norm_kernel(NormParams p) {
     const float inv = 1.0f / sqrtf(var + p.eps);
     for (int64_t i = static_cast<int64_t>(threadIdx.x) * V; i < n; i += step) {
       float v[V];
-      if constexpr (CACHE) {
-#pragma unroll
-        for (int k = 0; k < V; ++k) v[k] = cache[i + k];
-      } else {
-        load(i, v, false);
-      }
+      reload(i, v);
       Vec<T, V> o;
 #pragma unroll
       for (int k = 0; k < V; ++k) {
@@ -317,22 +302,22 @@ bool valid_stash(const Attributes& a) {
 bool same_float_dtypes(const LayerSpec& spec, size_t required, size_t max_in) {
   const size_t nin = spec.input_dtypes.size();
   if (nin < required || nin > max_in) return false;
-  const DataType dt = in_dt(spec, 0);
+  const DataType dt = spec.input_dtype(0);
   if (!is_cuda_float(dt)) return false;
   for (size_t i = 0; i < nin; ++i) {
-    if (i < required ? in_dt(spec, i) != dt : (has_in(spec, i) && in_dt(spec, i) != dt)) return false;
+    if (i < required ? spec.input_dtype(i) != dt : (spec.has_input(i) && spec.input_dtype(i) != dt)) return false;
   }
-  return out_dt(spec, 0) == dt;
+  return spec.output_dtype(0) == dt;
 }
 
 bool norm_supports(const LayerSpec& spec) {
-  const Attributes& a = attrs_of(spec);
+  const Attributes& a = spec.attributes();
   switch (spec.op) {
     case Op::LayerNormalization:
       if (!same_float_dtypes(spec, 2, 3) || !valid_stash(a)) return false;
       if (spec.output_dtypes.size() > 3) return false;
       for (size_t i = 1; i < spec.output_dtypes.size(); ++i) {
-        if (wants_out(spec, i)) return false;  // Mean / InvStdDev
+        if (spec.wants_output(i)) return false;  // Mean / InvStdDev
       }
       return true;
     case Op::RMSNormalization:
@@ -341,9 +326,9 @@ bool norm_supports(const LayerSpec& spec) {
       if (!same_float_dtypes(spec, 3, 4)) return false;
       const std::string norm = a.get_string("norm", "LayerNorm");
       if (norm != "LayerNorm" && norm != "RMSNorm") return false;
-      if (norm == "RMSNorm" && has_in(spec, 3)) return false;
+      if (norm == "RMSNorm" && spec.has_input(3)) return false;
       if (spec.output_dtypes.size() > 2) return false;
-      return !wants_out(spec, 1) || out_dt(spec, 1) == in_dt(spec, 0);
+      return !spec.wants_output(1) || spec.output_dtype(1) == spec.input_dtype(0);
     }
     default:
       return false;
@@ -352,10 +337,10 @@ bool norm_supports(const LayerSpec& spec) {
 
 Result<std::unique_ptr<Kernel>> norm_create(const LayerSpec& spec) {
   if (!norm_supports(spec)) return unsupported("kiln_cuda_layernorm: unsupported layer");
-  const Attributes& a = attrs_of(spec);
+  const Attributes& a = spec.attributes();
   const float eps = a.get_float("epsilon", 1e-5f);
   const int64_t axis = a.get_int("axis", -1);
-  const DataType dt = in_dt(spec, 0);
+  const DataType dt = spec.input_dtype(0);
   switch (spec.op) {
     case Op::LayerNormalization:
       return std::unique_ptr<Kernel>(new NormKernel(NormKind::kLayerNorm, false, axis, eps, dt));
@@ -370,6 +355,20 @@ Result<std::unique_ptr<Kernel>> norm_create(const LayerSpec& spec) {
 }
 
 // ---- Softmax / LogSoftmax ----
+
+// v = the V values at i of a softmax row, as float: from the shared-memory cache when the
+// row is cached, else from the row xr itself.
+template <typename T, int V, bool CACHE>
+__device__ __forceinline__ void load_row(const float* cache, const T* xr, int64_t i, float (&v)[V]) {
+  if constexpr (CACHE) {
+#pragma unroll
+    for (int k = 0; k < V; ++k) v[k] = cache[i + k];
+  } else {
+    const Vec<T, V> a = *reinterpret_cast<const Vec<T, V>*>(xr + i);
+#pragma unroll
+    for (int k = 0; k < V; ++k) v[k] = to_f32(a.v[k]);
+  }
+}
 
 // Along a contiguous row of n values: one block per row.
 template <typename T, int V, bool LOG, bool CACHE>
@@ -395,14 +394,7 @@ __global__ void softmax_rows_kernel(const T* __restrict__ x, T* __restrict__ y, 
     float s = 0.0f;
     for (int64_t i = start; i < n; i += step) {
       float v[V];
-      if constexpr (CACHE) {
-#pragma unroll
-        for (int k = 0; k < V; ++k) v[k] = cache[i + k];
-      } else {
-        const Vec<T, V> a = *reinterpret_cast<const Vec<T, V>*>(xr + i);
-#pragma unroll
-        for (int k = 0; k < V; ++k) v[k] = to_f32(a.v[k]);
-      }
+      load_row<T, V, CACHE>(cache, xr, i, v);
 #pragma unroll
       for (int k = 0; k < V; ++k) {
         const float e = expf(v[k] - m);
@@ -414,14 +406,7 @@ __global__ void softmax_rows_kernel(const T* __restrict__ x, T* __restrict__ y, 
     const float ls = logf(s);
     for (int64_t i = start; i < n; i += step) {
       float v[V];
-      if constexpr (CACHE) {
-#pragma unroll
-        for (int k = 0; k < V; ++k) v[k] = cache[i + k];
-      } else {
-        const Vec<T, V> a = *reinterpret_cast<const Vec<T, V>*>(xr + i);
-#pragma unroll
-        for (int k = 0; k < V; ++k) v[k] = to_f32(a.v[k]);
-      }
+      load_row<T, V, CACHE>(cache, xr, i, v);
       Vec<T, V> o;
 #pragma unroll
       for (int k = 0; k < V; ++k) {
@@ -495,24 +480,7 @@ class SoftmaxKernel final : public Kernel {
     if (in.empty() || out.empty() || in[0].dims != out[0].dims) {
       return invalid_argument("Softmax: output shape differs from input");
     }
-    Dims dims = in[0].dims;
-    if (dims.empty()) dims.push_back(1);
-    const int64_t r = static_cast<int64_t>(dims.size());
-    int64_t axis = axis_;
-    if (coerce_) {  // legacy: [prod(dims[:axis]), prod(dims[axis:])]
-      if (axis < -r || axis > r) return invalid_argument("Softmax: axis ", axis, " out of range");
-    } else if (axis < -r || axis >= r) {
-      return invalid_argument("Softmax: axis ", axis, " out of range");
-    }
-    if (axis < 0) axis += r;
-    outer_ = n_ = inner_ = 1;
-    for (int64_t d = 0; d < r; ++d) {
-      const int64_t v = dims[static_cast<size_t>(d)];
-      if (d < axis) outer_ *= v;
-      else if (d == axis || coerce_) n_ *= v;
-      else inner_ *= v;
-    }
-    return Status::ok();
+    return fast::softmax_geometry(in[0].dims, axis_, coerce_, &outer_, &n_, &inner_);
   }
 
   Status enqueue(const std::vector<const Tensor*>& in, const std::vector<Tensor*>& out, void*,
@@ -536,16 +504,16 @@ class SoftmaxKernel final : public Kernel {
 
 bool softmax_supports(const LayerSpec& spec) {
   if (spec.op != Op::Softmax && spec.op != Op::LogSoftmax) return false;
-  return spec.input_dtypes.size() == 1 && spec.output_dtypes.size() == 1 && is_cuda_float(in_dt(spec, 0)) &&
-         out_dt(spec, 0) == in_dt(spec, 0);
+  return spec.input_dtypes.size() == 1 && spec.output_dtypes.size() == 1 && is_cuda_float(spec.input_dtype(0)) &&
+         spec.output_dtype(0) == spec.input_dtype(0);
 }
 
 Result<std::unique_ptr<Kernel>> softmax_create(const LayerSpec& spec) {
   if (!softmax_supports(spec)) return unsupported("kiln_cuda_softmax: unsupported layer");
-  const Attributes& a = attrs_of(spec);
+  const Attributes& a = spec.attributes();
   const bool coerce = a.get_int("kiln_coerce_2d", 0) != 0;
   return std::unique_ptr<Kernel>(
-      new SoftmaxKernel(spec.op == Op::LogSoftmax, a.get_int("axis", coerce ? 1 : -1), coerce, in_dt(spec, 0)));
+      new SoftmaxKernel(spec.op == Op::LogSoftmax, a.get_int("axis", coerce ? 1 : -1), coerce, spec.input_dtype(0)));
 }
 
 }  // namespace

@@ -28,21 +28,6 @@ namespace kiln::cuda {
 
 namespace {
 
-const Attributes& attrs_of(const LayerSpec& spec) {
-  static const Attributes kNone;
-  return spec.attrs ? *spec.attrs : kNone;
-}
-DataType input_dtype(const LayerSpec& spec, size_t i) {
-  return i < spec.input_dtypes.size() ? spec.input_dtypes[i] : DataType::kUndefined;
-}
-DataType output_dtype(const LayerSpec& spec, size_t i) {
-  return i < spec.output_dtypes.size() ? spec.output_dtypes[i] : DataType::kUndefined;
-}
-const Tensor* constant_input(const LayerSpec& spec, size_t i) {
-  return i < spec.constants.size() ? spec.constants[i] : nullptr;
-}
-bool has_input(const LayerSpec& spec, size_t i) { return input_dtype(spec, i) != DataType::kUndefined; }
-
 enum class RK : int { kSum, kMean, kMax, kMin, kProd, kL1, kL2, kLogSum, kLogSumExp, kSumSquare };
 
 bool reduce_kind(Op op, RK* k) {
@@ -547,15 +532,15 @@ class ReduceKernel final : public Kernel {
 bool reduce_supports(const LayerSpec& spec) {
   RK kind;
   if (!reduce_kind(spec.op, &kind)) return false;
-  const DataType dt = input_dtype(spec, 0);
+  const DataType dt = spec.input_dtype(0);
   const size_t nin = spec.input_dtypes.size();
-  if (nin < 1 || nin > 2 || spec.output_dtypes.size() != 1 || output_dtype(spec, 0) != dt) return false;
+  if (nin < 1 || nin > 2 || spec.output_dtypes.size() != 1 || spec.output_dtype(0) != dt) return false;
   const bool int_ok = (dt == DataType::kInt32 || dt == DataType::kInt64) &&
                       (kind == RK::kSum || kind == RK::kMax || kind == RK::kMin);
   if (!is_cuda_float(dt) && !int_ok) return false;
-  if (attrs_of(spec).has("axes")) return false;  // kiln's form takes axes as input 1
-  if (has_input(spec, 1)) {
-    const Tensor* a = constant_input(spec, 1);
+  if (spec.attributes().has("axes")) return false;  // kiln's form takes axes as input 1
+  if (spec.has_input(1)) {
+    const Tensor* a = spec.constant(1);
     if (!a || !is_integer(a->dtype()) || a->rank() > 1 || a->size() > 8) return false;
   }
   return true;
@@ -566,9 +551,9 @@ Result<std::unique_ptr<Kernel>> reduce_create(const LayerSpec& spec) {
   RK kind = RK::kSum;
   reduce_kind(spec.op, &kind);
   std::vector<int64_t> axes;
-  if (has_input(spec, 1)) axes = constant_input(spec, 1)->to_int_vector();
-  const Attributes& a = attrs_of(spec);
-  return std::unique_ptr<Kernel>(new ReduceKernel(kind, input_dtype(spec, 0), std::move(axes),
+  if (spec.has_input(1)) axes = spec.constant(1)->to_int_vector();
+  const Attributes& a = spec.attributes();
+  return std::unique_ptr<Kernel>(new ReduceKernel(kind, spec.input_dtype(0), std::move(axes),
                                                   a.get_int("keepdims", 1) != 0,
                                                   a.get_int("noop_with_empty_axes", 0) != 0,
                                                   spec.env ? spec.env->sm_count : 0));
@@ -618,6 +603,19 @@ __device__ __forceinline__ ArgState<typename ArgVal<T>::V> arg_pick(const ArgSta
   else return a.v < b.v ? a : b;
 }
 
+// Replaces each lane's state with the winner of the warp's 32 (the whole warp must call it).
+template <typename T, bool kMax, bool kLast>
+__device__ __forceinline__ void warp_arg_reduce(ArgState<typename ArgVal<T>::V>& s) {
+  using V = typename ArgVal<T>::V;
+#pragma unroll
+  for (int m = 16; m > 0; m >>= 1) {
+    ArgState<V> o;
+    o.v = __shfl_xor_sync(0xffffffffu, s.v, m);
+    o.i = __shfl_xor_sync(0xffffffffu, s.i, m);
+    s = arg_pick<T, kMax, kLast>(s, o);
+  }
+}
+
 // inner == 1: a warp per row of n elements.
 template <typename T, bool kMax, bool kLast>
 __global__ void arg_rows_kernel(const T* __restrict__ x, int64_t* __restrict__ y, int64_t M, int64_t n) {
@@ -629,13 +627,7 @@ __global__ void arg_rows_kernel(const T* __restrict__ x, int64_t* __restrict__ y
     const T* p = x + row * n;
     ArgState<V> s{V{}, -1};
     for (int64_t k = lane; k < n; k += 32) s = arg_pick<T, kMax, kLast>(s, ArgState<V>{ArgVal<T>::get(p[k]), k});
-#pragma unroll
-    for (int m = 16; m > 0; m >>= 1) {
-      ArgState<V> o;
-      o.v = __shfl_xor_sync(0xffffffffu, s.v, m);
-      o.i = __shfl_xor_sync(0xffffffffu, s.i, m);
-      s = arg_pick<T, kMax, kLast>(s, o);
-    }
+    warp_arg_reduce<T, kMax, kLast>(s);
     if (lane == 0) y[row] = s.i;
   }
 }
@@ -650,25 +642,13 @@ __global__ void arg_rows_block_kernel(const T* __restrict__ x, int64_t* __restri
     const T* p = x + row * n;
     ArgState<V> s{V{}, -1};
     for (int64_t k = threadIdx.x; k < n; k += blockDim.x) s = arg_pick<T, kMax, kLast>(s, ArgState<V>{ArgVal<T>::get(p[k]), k});
-#pragma unroll
-    for (int m = 16; m > 0; m >>= 1) {
-      ArgState<V> o;
-      o.v = __shfl_xor_sync(0xffffffffu, s.v, m);
-      o.i = __shfl_xor_sync(0xffffffffu, s.i, m);
-      s = arg_pick<T, kMax, kLast>(s, o);
-    }
+    warp_arg_reduce<T, kMax, kLast>(s);
     __syncthreads();
     if (lane == 0) part[warp] = s;
     __syncthreads();
     if (warp == 0) {
       s = lane < nw ? part[lane] : ArgState<V>{V{}, -1};
-#pragma unroll
-      for (int m = 16; m > 0; m >>= 1) {
-        ArgState<V> o;
-        o.v = __shfl_xor_sync(0xffffffffu, s.v, m);
-        o.i = __shfl_xor_sync(0xffffffffu, s.i, m);
-        s = arg_pick<T, kMax, kLast>(s, o);
-      }
+      warp_arg_reduce<T, kMax, kLast>(s);
       if (lane == 0) y[row] = s.i;
     }
   }
@@ -761,17 +741,17 @@ class ArgKernel final : public Kernel {
 };
 
 bool arg_supports(const LayerSpec& spec) {
-  const DataType dt = input_dtype(spec, 0);
-  return spec.input_dtypes.size() == 1 && spec.output_dtypes.size() == 1 && output_dtype(spec, 0) == DataType::kInt64 &&
+  const DataType dt = spec.input_dtype(0);
+  return spec.input_dtypes.size() == 1 && spec.output_dtypes.size() == 1 && spec.output_dtype(0) == DataType::kInt64 &&
          (is_cuda_float(dt) || dt == DataType::kInt32 || dt == DataType::kInt64);
 }
 
 Result<std::unique_ptr<Kernel>> arg_create(const LayerSpec& spec) {
   if (!arg_supports(spec)) return unsupported("kiln_cuda_argmax: unsupported layer");
-  const Attributes& a = attrs_of(spec);
+  const Attributes& a = spec.attributes();
   return std::unique_ptr<Kernel>(new ArgKernel(spec.op == Op::ArgMax, a.get_int("select_last_index", 0) != 0,
                                                a.get_int("axis", 0), a.get_int("keepdims", 1) != 0,
-                                               input_dtype(spec, 0), spec.env ? spec.env->sm_count : 0));
+                                               spec.input_dtype(0), spec.env ? spec.env->sm_count : 0));
 }
 
 }  // namespace

@@ -108,7 +108,7 @@ void layout(bool is3d, int64_t S, int64_t H, int64_t D, int64_t* rs, int64_t* bs
 class AttentionKernel final : public Kernel {
  public:
   AttentionKernel(const LayerSpec& spec) : threads_(spec.threads) {
-    const Attributes& a = attrs_of(spec);
+    const Attributes& a = spec.attributes();
     has_qh_ = a.has("q_num_heads");
     has_kvh_ = a.has("kv_num_heads");
     qh_ = a.get_int("q_num_heads", 0);
@@ -118,7 +118,7 @@ class AttentionKernel final : public Kernel {
     right_ = a.get_int("right_window_size", -1);
     has_scale_ = a.has("scale");
     scale_ = a.get_float("scale", 1.0f);
-    mask_dtype_ = input_dtype(spec, 3);
+    mask_dtype_ = spec.input_dtype(3);
   }
 
   Status prepare(const std::vector<TensorShape>& in, const std::vector<TensorShape>& out, size_t* scratch) override {
@@ -346,18 +346,18 @@ bool attention_supports(const LayerSpec& spec) {
   const size_t nin = spec.input_dtypes.size();
   if (nin < 3 || nin > 7) return false;
   for (size_t i = 0; i < 3; ++i) {
-    if (input_dtype(spec, i) != DataType::kFloat32) return false;
+    if (spec.input_dtype(i) != DataType::kFloat32) return false;
   }
-  const DataType mdt = input_dtype(spec, 3);
+  const DataType mdt = spec.input_dtype(3);
   if (mdt != DataType::kUndefined && mdt != DataType::kFloat32 && mdt != DataType::kBool) return false;
   for (size_t i = 4; i < nin; ++i) {
-    if (has_input(spec, i)) return false;  // past_key, past_value, nonpad_kv_seqlen
+    if (spec.has_input(i)) return false;  // past_key, past_value, nonpad_kv_seqlen
   }
-  if (output_dtype(spec, 0) != DataType::kFloat32) return false;
+  if (spec.output_dtype(0) != DataType::kFloat32) return false;
   for (size_t i = 1; i < spec.output_dtypes.size(); ++i) {
-    if (wants_output(spec, i)) return false;  // present_key/value, qk_matmul_output
+    if (spec.wants_output(i)) return false;  // present_key/value, qk_matmul_output
   }
-  const Attributes& a = attrs_of(spec);
+  const Attributes& a = spec.attributes();
   const int64_t causal = a.get_int("is_causal", 0), mode = a.get_int("qk_matmul_output_mode", 0);
   if ((causal != 0 && causal != 1) || mode < 0 || mode > 3) return false;
   if (a.get_float("softcap", 0.0f) != 0.0f) return false;

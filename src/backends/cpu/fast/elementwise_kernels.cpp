@@ -391,23 +391,23 @@ bool layer_unary(const LayerSpec& spec, UnaryOp* u) {
     u->a = -kInf;
     u->b = kInf;
     for (size_t i = 1; i < 3; ++i) {
-      if (!has_input(spec, i)) continue;
-      if (!scalar_constant(constant_input(spec, i), i == 1 ? &u->a : &u->b)) return false;
+      if (!spec.has_input(i)) continue;
+      if (!scalar_constant(spec.constant(i), i == 1 ? &u->a : &u->b)) return false;
     }
     return true;
   }
   float e;
   if (spec.op == Op::Pow) {
-    if (!scalar_constant(constant_input(spec, 1), &e)) return false;
+    if (!scalar_constant(spec.constant(1), &e)) return false;
     *u = pow_as_unary(e);
     return true;
   }
-  return spec.input_dtypes.size() == 1 && unary_from_node(spec.op, attrs_of(spec), u);
+  return spec.input_dtypes.size() == 1 && unary_from_node(spec.op, spec.attributes(), u);
 }
 
 bool unary_supports(const LayerSpec& spec) {
   UnaryOp u;
-  return single_f32_output(spec) && input_dtype(spec, 0) == DataType::kFloat32 && layer_unary(spec, &u);
+  return single_f32_output(spec) && spec.input_dtype(0) == DataType::kFloat32 && layer_unary(spec, &u);
 }
 
 Result<std::unique_ptr<Kernel>> unary_create(const LayerSpec& spec) {
@@ -468,7 +468,7 @@ bool binary_supports(const LayerSpec& spec) {
   Binary k;
   if (!single_f32_output(spec) || !binary_kind(spec.op, spec.input_dtypes.size(), &k)) return false;
   UnaryOp u;  // Pow with a constant scalar exponent of any numeric dtype
-  if (spec.op == Op::Pow && input_dtype(spec, 0) == DataType::kFloat32 && layer_unary(spec, &u)) return true;
+  if (spec.op == Op::Pow && spec.input_dtype(0) == DataType::kFloat32 && layer_unary(spec, &u)) return true;
   return inputs_f32(spec);
 }
 
@@ -507,7 +507,7 @@ struct FusedProgram {
 // Translates the node's expr into steps over temp buffers (reused once dead). Fails for
 // anything the fast path does not do: the reference kernel then runs the node.
 Result<FusedProgram> compile_fused_program(const LayerSpec& spec) {
-  const Attribute* a = attrs_of(spec).find("expr");
+  const Attribute* a = spec.attributes().find("expr");
   if (!a || a->type() != AttrType::kString) return invalid_argument("FusedElementwise: no expr");
   KILN_ASSIGN_OR_RETURN(ElementwiseProgram p, parse_elementwise_expr(std::get<std::string>(a->value)));
   if (p.num_inputs > static_cast<int>(spec.input_dtypes.size())) return invalid_argument("FusedElementwise: too few inputs");
@@ -570,7 +570,7 @@ Result<FusedProgram> compile_fused_program(const LayerSpec& spec) {
     Binary b;
     auto const_arg = [&](size_t i, float* v) {
       const ExprArg& arg = in.args[i];
-      return arg.kind == ExprArg::Kind::kInput && scalar_constant(constant_input(spec, static_cast<size_t>(arg.index)), v);
+      return arg.kind == ExprArg::Kind::kInput && scalar_constant(spec.constant(static_cast<size_t>(arg.index)), v);
     };
     if (in.op == Op::Clip) {
       u = {Unary::kClip, -kInf, kInf};

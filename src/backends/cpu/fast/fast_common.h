@@ -32,25 +32,6 @@
 
 namespace kiln::fast::detail {
 
-// ---- spec helpers ----
-
-inline const Attributes& attrs_of(const LayerSpec& spec) {
-  static const Attributes kNone;
-  return spec.attrs ? *spec.attrs : kNone;
-}
-inline DataType input_dtype(const LayerSpec& spec, size_t i) {
-  return i < spec.input_dtypes.size() ? spec.input_dtypes[i] : DataType::kUndefined;
-}
-inline DataType output_dtype(const LayerSpec& spec, size_t i) {
-  return i < spec.output_dtypes.size() ? spec.output_dtypes[i] : DataType::kUndefined;
-}
-inline const Tensor* constant_input(const LayerSpec& spec, size_t i) {
-  return i < spec.constants.size() ? spec.constants[i] : nullptr;
-}
-inline bool has_input(const LayerSpec& spec, size_t i) { return input_dtype(spec, i) != DataType::kUndefined; }
-// Whether output i exists and is wanted.
-inline bool wants_output(const LayerSpec& spec, size_t i) { return output_dtype(spec, i) != DataType::kUndefined; }
-
 // ---- threading ----
 
 // Threads for `work` units of roughly one element of cheap arithmetic: 1 when a parallel

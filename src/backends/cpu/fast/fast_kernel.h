@@ -22,14 +22,34 @@
 
 namespace kiln::fast {
 
-// What a factory sees of one layer.
-struct LayerSpec {
+// What a factory sees of one layer, as far as the fast CPU and the CUDA backends (whose
+// cuda::LayerSpec derives from this too) share it; the accessors are safe for any index.
+struct LayerSpecBase {
   Op op = Op::Identity;
   const Attributes* attrs = nullptr;
   std::vector<DataType> input_dtypes;    // kUndefined for an omitted optional input
   std::vector<DataType> output_dtypes;
   std::vector<const Tensor*> constants;  // per input: the constant value, or nullptr
-  int threads = 1;                       // threads the kernel may use
+
+  // The layer's attributes; an empty set when it has none.
+  const Attributes& attributes() const {
+    static const Attributes kNone;
+    return attrs ? *attrs : kNone;
+  }
+  // Input/output dtype i; kUndefined when omitted or past the end.
+  DataType input_dtype(size_t i) const { return i < input_dtypes.size() ? input_dtypes[i] : DataType::kUndefined; }
+  DataType output_dtype(size_t i) const { return i < output_dtypes.size() ? output_dtypes[i] : DataType::kUndefined; }
+  // The value of input i when it is a constant, else nullptr.
+  const Tensor* constant(size_t i) const { return i < constants.size() ? constants[i] : nullptr; }
+  // Whether optional input i is given.
+  bool has_input(size_t i) const { return input_dtype(i) != DataType::kUndefined; }
+  // Whether output i exists and is wanted.
+  bool wants_output(size_t i) const { return output_dtype(i) != DataType::kUndefined; }
+};
+
+// What a fast factory sees of one layer.
+struct LayerSpec : LayerSpecBase {
+  int threads = 1;  // threads the kernel may use
 };
 
 // A concrete shape and dtype (inputs and outputs at prepare time).
@@ -64,6 +84,25 @@ struct Tactic {
 const std::vector<Tactic>& tactics();
 std::vector<const Tactic*> tactics_for(const LayerSpec& spec);
 const Tactic* find_tactic(const std::string& name);
+
+// The lookups behind tactics_for and find_tactic, shared with the CUDA backend's registry:
+// the tactics of `all` for spec.op whose supports() accepts `spec`, in order; the first
+// one called `name`, or nullptr.
+template <typename TacticT, typename Spec>
+std::vector<const TacticT*> supporting_tactics(const std::vector<TacticT>& all, const Spec& spec) {
+  std::vector<const TacticT*> out;
+  for (const TacticT& t : all) {
+    if (t.op == spec.op && t.supports(spec)) out.push_back(&t);
+  }
+  return out;
+}
+template <typename TacticT>
+const TacticT* tactic_named(const std::vector<TacticT>& all, const std::string& name) {
+  for (const TacticT& t : all) {
+    if (name == t.name) return &t;
+  }
+  return nullptr;
+}
 
 // Families (one file each); each appends its tactics.
 void add_onednn_tactics(std::vector<Tactic>& out);       // onednn_kernels.cpp: Conv, MatMul, Gemm, pooling

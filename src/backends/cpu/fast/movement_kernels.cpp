@@ -8,8 +8,162 @@
 #include <vector>
 
 #include "backends/cpu/fast/fast_common.h"
+#include "backends/cpu/fast/geometry.h"
 
 namespace kiln::fast {
+
+// ---- geometry shared with the CUDA kernels (geometry.h) ----
+
+Status axis_geometry(const Dims& dims, int64_t axis, int64_t* outer, int64_t* inner, int64_t* norm_axis) {
+  const int64_t r = static_cast<int64_t>(dims.size());
+  KILN_ENSURE(axis >= -r && axis < r, "axis ", axis, " out of range for rank ", r);
+  if (axis < 0) axis += r;
+  *outer = *inner = 1;
+  for (int64_t d = 0; d < r; ++d) {
+    if (d < axis) *outer *= dims[static_cast<size_t>(d)];
+    if (d > axis) *inner *= dims[static_cast<size_t>(d)];
+  }
+  *norm_axis = axis;
+  return Status::ok();
+}
+
+Status transpose_perm(int64_t rank, const std::vector<int64_t>& perm_attr, bool has_perm, std::vector<int64_t>* perm) {
+  const int64_t r = rank;
+  *perm = perm_attr;
+  if (!has_perm) {
+    perm->clear();
+    for (int64_t i = r - 1; i >= 0; --i) perm->push_back(i);
+  }
+  KILN_ENSURE(static_cast<int64_t>(perm->size()) == r, "Transpose: perm does not match the rank");
+  std::vector<bool> seen(static_cast<size_t>(r), false);
+  for (int64_t& p : *perm) {
+    if (p < 0) p += r;
+    KILN_ENSURE(p >= 0 && p < r && !seen[static_cast<size_t>(p)], "Transpose: bad perm");
+    seen[static_cast<size_t>(p)] = true;
+  }
+  return Status::ok();
+}
+
+Status concat_split_extents(bool split, const Dims& joined, int64_t axis, const std::vector<TensorShape>& parts,
+                            const std::vector<int64_t>& split_sizes, bool num_outputs, std::vector<int64_t>* along) {
+  const size_t n = parts.size();
+  along->assign(n, -1);
+  for (size_t k = 0; k < n; ++k) {
+    if (parts[k].dtype == DataType::kUndefined) continue;
+    const Dims& d = parts[k].dims;
+    KILN_ENSURE(d.size() == joined.size(), "Concat/Split: ranks differ");
+    for (size_t i = 0; i < d.size(); ++i) {
+      KILN_ENSURE(static_cast<int64_t>(i) == axis || d[i] == joined[i], "Concat/Split: shapes differ off the axis");
+    }
+    (*along)[k] = d[static_cast<size_t>(axis)];
+  }
+  const int64_t dim = joined[static_cast<size_t>(axis)];
+  if (std::count(along->begin(), along->end(), -1) > 0) {
+    // Omitted Split outputs take their sizes from the constant split input or the even split.
+    KILN_ENSURE(split, "Concat: missing input");
+    std::vector<int64_t> s = split_sizes;
+    if (s.empty()) {  // num_outputs (ceil-sized chunks) or even split
+      const int64_t k = static_cast<int64_t>(n);
+      const int64_t chunk = num_outputs ? (dim + k - 1) / k : dim / k;
+      int64_t left = dim;
+      for (int64_t i = 0; i < k; ++i) {
+        s.push_back(std::min(chunk, left));
+        left -= s.back();
+      }
+    }
+    KILN_ENSURE(s.size() == n, "Split: cannot tell the sizes of omitted outputs");
+    for (size_t k = 0; k < n; ++k) {
+      KILN_ENSURE((*along)[k] < 0 || (*along)[k] == s[k], "Split: output sizes disagree with the split");
+      (*along)[k] = s[k];
+    }
+  }
+  int64_t total = 0;
+  for (size_t k = 0; k < n; ++k) {
+    KILN_ENSURE((*along)[k] >= 0, "Concat/Split: negative size");
+    total += (*along)[k];
+  }
+  KILN_ENSURE(total == dim, "Concat/Split: parts add up to ", total, " along the axis, not ", dim);
+  return Status::ok();
+}
+
+Status gather_geometry(const Dims& data, const Dims& indices, const Dims& out, int64_t axis, int64_t* outer,
+                       int64_t* inner, int64_t* n) {
+  KILN_ENSURE(!data.empty(), "Gather: data must have rank >= 1");
+  int64_t a;
+  KILN_RETURN_IF_ERROR(axis_geometry(data, axis, outer, inner, &a));
+  *n = data[static_cast<size_t>(a)];
+  Dims want(data.begin(), data.begin() + a);
+  want.insert(want.end(), indices.begin(), indices.end());
+  want.insert(want.end(), data.begin() + a + 1, data.end());
+  KILN_ENSURE(out == want, "Gather: output shape differs");
+  return Status::ok();
+}
+
+Status slice_geometry(const Dims& x, const Dims& y, const std::vector<int64_t>& starts,
+                      const std::vector<int64_t>& ends, const std::vector<int64_t>& axes_in,
+                      const std::vector<int64_t>& steps_in, Dims* strides, int64_t* offset) {
+  const int64_t r = static_cast<int64_t>(x.size());
+  KILN_ENSURE(y.size() == x.size(), "Slice: output rank differs");
+  const size_t n = starts.size();
+  std::vector<int64_t> axes = axes_in, steps = steps_in;
+  if (axes.empty()) {
+    KILN_ENSURE(static_cast<int64_t>(n) <= r, "Slice: more starts than dimensions");
+    for (size_t i = 0; i < n; ++i) axes.push_back(static_cast<int64_t>(i));
+  }
+  if (steps.empty()) steps.assign(n, 1);
+  KILN_ENSURE(axes.size() == n && steps.size() == n && (ends.empty() || ends.size() == n),
+              "Slice: starts, ends, axes and steps differ in length");
+  const Dims cs = contiguous_strides(x);
+  *strides = cs;
+  int64_t off = 0;
+  std::vector<bool> sliced(static_cast<size_t>(r), false);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t a = axes[i];
+    KILN_ENSURE(a >= -r && a < r, "Slice: axis ", a, " out of range");
+    if (a < 0) a += r;
+    const size_t ua = static_cast<size_t>(a);
+    KILN_ENSURE(!sliced[ua], "Slice: axis ", a, " repeated");
+    sliced[ua] = true;
+    const int64_t d = x[ua], step = steps[i];
+    KILN_ENSURE(step != 0, "Slice: step 0");
+    int64_t start = starts[i];
+    if (start < 0) start += d;
+    start = step > 0 ? std::clamp<int64_t>(start, 0, d) : std::clamp<int64_t>(start, 0, std::max<int64_t>(d - 1, 0));
+    const int64_t count = y[ua];
+    // The output shape fixes the count; it must stay inside the axis. |step| < d (which
+    // any count > 1 needs) is checked before the last position is computed.
+    KILN_ENSURE(count >= 0, "Slice: output shape does not fit axis ", a);
+    if (count > 1) {
+      KILN_ENSURE(step > -d && step < d, "Slice: output shape does not fit axis ", a);
+      const int64_t last = start + (count - 1) * step;
+      KILN_ENSURE(last >= 0 && last < d, "Slice: output shape does not fit axis ", a);
+    } else if (count == 1) {
+      KILN_ENSURE(start >= 0 && start < d, "Slice: output shape does not fit axis ", a);
+    }
+    if (!ends.empty()) {
+      int64_t end = ends[i];
+      if (end < 0) end += d;
+      int64_t want = 0;
+      if (d > 0 && step > 0) {
+        end = std::clamp<int64_t>(end, 0, d);
+        want = end > start ? (end - start - 1) / step + 1 : 0;
+      } else if (d > 0) {
+        end = std::clamp<int64_t>(end, -1, d - 1);
+        const uint64_t mag = static_cast<uint64_t>(-(step + 1)) + 1;
+        want = start > end ? static_cast<int64_t>(static_cast<uint64_t>(start - end - 1) / mag) + 1 : 0;
+      }
+      KILN_ENSURE(want == count, "Slice: output shape disagrees with starts/ends");
+    }
+    if (count > 0) off += start * cs[ua];
+    (*strides)[ua] = count > 1 ? cs[ua] * step : 0;
+  }
+  for (int64_t d = 0; d < r; ++d) {
+    KILN_ENSURE(sliced[static_cast<size_t>(d)] || y[static_cast<size_t>(d)] == x[static_cast<size_t>(d)],
+                "Slice: output shape differs on an axis that is not sliced");
+  }
+  *offset = num_elements(y) > 0 ? off : 0;
+  return Status::ok();
+}
 
 namespace {
 
@@ -67,8 +221,8 @@ class CopyKernel final : public Kernel {
 };
 
 bool copy_supports(const LayerSpec& spec) {
-  const DataType dt = input_dtype(spec, 0);
-  if (!movable(dt) || spec.output_dtypes.size() != 1 || output_dtype(spec, 0) != dt) return false;
+  const DataType dt = spec.input_dtype(0);
+  if (!movable(dt) || spec.output_dtypes.size() != 1 || spec.output_dtype(0) != dt) return false;
   if (spec.op == Op::Identity || spec.op == Op::Flatten) return spec.input_dtypes.size() == 1;
   return true;  // Reshape's shape and (Un)Squeeze's axes only decide the output shape
 }
@@ -89,20 +243,10 @@ class TransposeKernel final : public Kernel {
     *scratch = 0;
     const Dims& x = in[0].dims;
     const int64_t r = static_cast<int64_t>(x.size());
-    std::vector<int64_t> perm = perm_;
-    if (!has_perm_) {
-      perm.clear();
-      for (int64_t i = r - 1; i >= 0; --i) perm.push_back(i);
-    }
-    KILN_ENSURE(static_cast<int64_t>(perm.size()) == r, "Transpose: perm does not match the rank");
-    std::vector<bool> seen(static_cast<size_t>(r), false);
+    std::vector<int64_t> perm;
+    KILN_RETURN_IF_ERROR(transpose_perm(r, perm_, has_perm_, &perm));
     Dims want;
-    for (int64_t& p : perm) {
-      if (p < 0) p += r;
-      KILN_ENSURE(p >= 0 && p < r && !seen[static_cast<size_t>(p)], "Transpose: bad perm");
-      seen[static_cast<size_t>(p)] = true;
-      want.push_back(x[static_cast<size_t>(p)]);
-    }
+    for (int64_t p : perm) want.push_back(x[static_cast<size_t>(p)]);
     KILN_ENSURE(out[0].dims == want, "Transpose: output shape differs");
     es_ = dtype_size(in[0].dtype);
     // Output dims (in output order) with their input strides; size-1 dims dropped and
@@ -212,32 +356,18 @@ class TransposeKernel final : public Kernel {
 };
 
 bool transpose_supports(const LayerSpec& spec) {
-  const DataType dt = input_dtype(spec, 0);
-  return spec.input_dtypes.size() == 1 && movable(dt) && output_dtype(spec, 0) == dt &&
+  const DataType dt = spec.input_dtype(0);
+  return spec.input_dtypes.size() == 1 && movable(dt) && spec.output_dtype(0) == dt &&
          (dtype_size(dt) == 1 || dtype_size(dt) == 2 || dtype_size(dt) == 4 || dtype_size(dt) == 8);
 }
 
 Result<std::unique_ptr<Kernel>> transpose_create(const LayerSpec& spec) {
   if (!transpose_supports(spec)) return unsupported("kiln_transpose: unsupported layer");
-  const Attributes& a = attrs_of(spec);
+  const Attributes& a = spec.attributes();
   return std::unique_ptr<Kernel>(new TransposeKernel(a.get_ints("perm"), a.has("perm"), spec.threads));
 }
 
 // ---- Concat / Split: blocks of rows along an axis ----
-
-// Splits dims around `axis` into outer (before) and inner (after) element counts.
-Status axis_geometry(const Dims& dims, int64_t axis, int64_t* outer, int64_t* inner, int64_t* norm_axis) {
-  const int64_t r = static_cast<int64_t>(dims.size());
-  KILN_ENSURE(axis >= -r && axis < r, "axis ", axis, " out of range for rank ", r);
-  if (axis < 0) axis += r;
-  *outer = *inner = 1;
-  for (int64_t d = 0; d < r; ++d) {
-    if (d < axis) *outer *= dims[static_cast<size_t>(d)];
-    if (d > axis) *inner *= dims[static_cast<size_t>(d)];
-  }
-  *norm_axis = axis;
-  return Status::ok();
-}
 
 // Copies `parts` (bytes per outer row each) between a joined tensor and its pieces.
 struct Piece {
@@ -274,38 +404,9 @@ class ConcatSplitKernel final : public Kernel {
     KILN_RETURN_IF_ERROR(axis_geometry(joined, axis_, &outer_, &inner, &axis));
     const size_t es = dtype_size(split_ ? in[0].dtype : out[0].dtype);
     const std::vector<TensorShape>& parts = split_ ? out : in;
-    const size_t n = split_ ? out.size() : in.size();
-    // Sizes along the axis: from each part's shape; Split outputs that are omitted take
-    // theirs from the constant split input or the even split.
-    std::vector<int64_t> along(n, -1);
-    for (size_t k = 0; k < n; ++k) {
-      if (parts[k].dtype == DataType::kUndefined) continue;
-      const Dims& d = parts[k].dims;
-      KILN_ENSURE(d.size() == joined.size(), "Concat/Split: ranks differ");
-      for (size_t i = 0; i < d.size(); ++i) {
-        KILN_ENSURE(static_cast<int64_t>(i) == axis || d[i] == joined[i], "Concat/Split: shapes differ off the axis");
-      }
-      along[k] = d[static_cast<size_t>(axis)];
-    }
-    const int64_t dim = joined[static_cast<size_t>(axis)];
-    if (std::count(along.begin(), along.end(), -1) > 0) {
-      KILN_ENSURE(split_, "Concat: missing input");
-      std::vector<int64_t> s = sizes_;
-      if (s.empty()) {  // num_outputs (ceil-sized chunks) or even split
-        const int64_t k = static_cast<int64_t>(n);
-        const int64_t chunk = num_outputs_ ? (dim + k - 1) / k : dim / k;
-        int64_t left = dim;
-        for (int64_t i = 0; i < k; ++i) {
-          s.push_back(std::min(chunk, left));
-          left -= s.back();
-        }
-      }
-      KILN_ENSURE(s.size() == n, "Split: cannot tell the sizes of omitted outputs");
-      for (size_t k = 0; k < n; ++k) {
-        KILN_ENSURE(along[k] < 0 || along[k] == s[k], "Split: output sizes disagree with the split");
-        along[k] = s[k];
-      }
-    }
+    const size_t n = parts.size();
+    std::vector<int64_t> along;
+    KILN_RETURN_IF_ERROR(concat_split_extents(split_, joined, axis, parts, sizes_, num_outputs_, &along));
     int64_t total = 0;
     pieces_.assign(n, Piece{});
     for (size_t k = 0; k < n; ++k) {
@@ -313,8 +414,7 @@ class ConcatSplitKernel final : public Kernel {
       pieces_[k].row_bytes = static_cast<size_t>(along[k] * inner) * es;
       total += along[k];
     }
-    KILN_ENSURE(total == dim, "Concat/Split: parts add up to ", total, " along the axis, not ", dim);
-    joined_row_ = static_cast<size_t>(dim * inner) * es;
+    joined_row_ = static_cast<size_t>(joined[static_cast<size_t>(axis)] * inner) * es;
     ptrs_.assign(n, nullptr);
     return Status::ok();
   }
@@ -345,7 +445,7 @@ class ConcatSplitKernel final : public Kernel {
 };
 
 bool concat_supports(const LayerSpec& spec) {
-  const DataType dt = output_dtype(spec, 0);
+  const DataType dt = spec.output_dtype(0);
   if (!movable(dt) || spec.output_dtypes.size() != 1 || spec.input_dtypes.empty()) return false;
   for (DataType d : spec.input_dtypes) {
     if (d != dt) return false;  // omitted inputs included
@@ -354,7 +454,7 @@ bool concat_supports(const LayerSpec& spec) {
 }
 
 bool split_supports(const LayerSpec& spec) {
-  const DataType dt = input_dtype(spec, 0);
+  const DataType dt = spec.input_dtype(0);
   if (!movable(dt) || spec.output_dtypes.empty()) return false;
   for (DataType d : spec.output_dtypes) {
     if (d != dt && d != DataType::kUndefined) return false;
@@ -362,10 +462,10 @@ bool split_supports(const LayerSpec& spec) {
   // A split input that is present must be constant when some output is omitted (its
   // sizes then locate the others); read_ints semantics: int32/int64.
   bool omitted = std::count(spec.output_dtypes.begin(), spec.output_dtypes.end(), DataType::kUndefined) > 0;
-  if (has_input(spec, 1)) {
-    const DataType st = input_dtype(spec, 1);
+  if (spec.has_input(1)) {
+    const DataType st = spec.input_dtype(1);
     if (st != DataType::kInt64 && st != DataType::kInt32) return false;
-    if (omitted && !constant_input(spec, 1)) return false;
+    if (omitted && !spec.constant(1)) return false;
   }
   return true;
 }
@@ -373,9 +473,9 @@ bool split_supports(const LayerSpec& spec) {
 Result<std::unique_ptr<Kernel>> concat_split_create(const LayerSpec& spec) {
   const bool split = spec.op == Op::Split;
   if (!(split ? split_supports(spec) : concat_supports(spec))) return unsupported("kiln_movement: unsupported layer");
-  const Attributes& a = attrs_of(spec);
+  const Attributes& a = spec.attributes();
   std::vector<int64_t> sizes;
-  if (split && constant_input(spec, 1) && constant_input(spec, 1)->size() > 0) sizes = constant_input(spec, 1)->to_int_vector();
+  if (split && spec.constant(1) && spec.constant(1)->size() > 0) sizes = spec.constant(1)->to_int_vector();
   auto k = std::make_unique<ConcatSplitKernel>(split, a.get_int("axis", split ? 0 : 1), std::move(sizes), spec.threads);
   k->num_outputs_ = split && a.has("num_outputs");
   return std::unique_ptr<Kernel>(std::move(k));
@@ -388,16 +488,8 @@ class GatherKernel final : public Kernel {
   GatherKernel(int64_t axis, int threads) : axis_(axis), threads_(threads) {}
   Status prepare(const std::vector<TensorShape>& in, const std::vector<TensorShape>& out, size_t* scratch) override {
     *scratch = 0;
-    const Dims& d = in[0].dims;
-    KILN_ENSURE(!d.empty(), "Gather: data must have rank >= 1");
-    int64_t axis;
-    KILN_RETURN_IF_ERROR(axis_geometry(d, axis_, &outer_, &inner_, &axis));
-    n_ = d[static_cast<size_t>(axis)];
+    KILN_RETURN_IF_ERROR(gather_geometry(in[0].dims, in[1].dims, out[0].dims, axis_, &outer_, &inner_, &n_));
     nidx_ = num_elements(in[1].dims);
-    Dims want(d.begin(), d.begin() + axis);
-    want.insert(want.end(), in[1].dims.begin(), in[1].dims.end());
-    want.insert(want.end(), d.begin() + axis + 1, d.end());
-    KILN_ENSURE(out[0].dims == want, "Gather: output shape differs");
     es_ = dtype_size(in[0].dtype);
     idx64_ = in[1].dtype == DataType::kInt64;
     return Status::ok();
@@ -437,15 +529,15 @@ class GatherKernel final : public Kernel {
 };
 
 bool gather_supports(const LayerSpec& spec) {
-  const DataType dt = input_dtype(spec, 0), it = input_dtype(spec, 1);
-  return spec.input_dtypes.size() == 2 && movable(dt) && output_dtype(spec, 0) == dt &&
+  const DataType dt = spec.input_dtype(0), it = spec.input_dtype(1);
+  return spec.input_dtypes.size() == 2 && movable(dt) && spec.output_dtype(0) == dt &&
          (it == DataType::kInt64 || it == DataType::kInt32) &&
          (dtype_size(dt) == 1 || dtype_size(dt) == 2 || dtype_size(dt) == 4 || dtype_size(dt) == 8);
 }
 
 Result<std::unique_ptr<Kernel>> gather_create(const LayerSpec& spec) {
   if (!gather_supports(spec)) return unsupported("kiln_gather: unsupported layer");
-  return std::unique_ptr<Kernel>(new GatherKernel(attrs_of(spec).get_int("axis", 0), spec.threads));
+  return std::unique_ptr<Kernel>(new GatherKernel(spec.attributes().get_int("axis", 0), spec.threads));
 }
 
 // ---- Slice (constant starts, axes and steps) ----
@@ -462,57 +554,9 @@ class SliceKernel final : public Kernel {
     const Dims& x = in[0].dims;
     const Dims& y = out[0].dims;
     const int64_t r = static_cast<int64_t>(x.size());
-    KILN_ENSURE(y.size() == x.size(), "Slice: output rank differs");
-    const size_t n = starts_.size();
-    std::vector<int64_t> axes = axes_, steps = steps_;
-    if (axes.empty()) {
-      KILN_ENSURE(static_cast<int64_t>(n) <= r, "Slice: more starts than dimensions");
-      for (size_t i = 0; i < n; ++i) axes.push_back(static_cast<int64_t>(i));
-    }
-    if (steps.empty()) steps.assign(n, 1);
-    KILN_ENSURE(axes.size() == n && steps.size() == n && (ends_.empty() || ends_.size() == n),
-                "Slice: starts, ends, axes and steps differ in length");
-    const Dims cs = contiguous_strides(x);
-    Dims strides = cs;
+    Dims strides;
     int64_t offset = 0;
-    std::vector<bool> sliced(static_cast<size_t>(r), false);
-    for (size_t i = 0; i < n; ++i) {
-      int64_t a = axes[i];
-      KILN_ENSURE(a >= -r && a < r, "Slice: axis ", a, " out of range");
-      if (a < 0) a += r;
-      const size_t ua = static_cast<size_t>(a);
-      KILN_ENSURE(!sliced[ua], "Slice: axis ", a, " repeated");
-      sliced[ua] = true;
-      const int64_t d = x[ua], step = steps[i];
-      KILN_ENSURE(step != 0, "Slice: step 0");
-      int64_t start = starts_[i];
-      if (start < 0) start += d;
-      start = step > 0 ? std::clamp<int64_t>(start, 0, d) : std::clamp<int64_t>(start, 0, std::max<int64_t>(d - 1, 0));
-      const int64_t count = y[ua];
-      // The output shape fixes the count; it must stay inside the axis.
-      KILN_ENSURE(count == 0 || (start + (count - 1) * step >= 0 && start + (count - 1) * step < d),
-                  "Slice: output shape does not fit axis ", a);
-      if (!ends_.empty()) {
-        int64_t end = ends_[i];
-        if (end < 0) end += d;
-        int64_t want = 0;
-        if (d > 0 && step > 0) {
-          end = std::clamp<int64_t>(end, 0, d);
-          want = end > start ? (end - start - 1) / step + 1 : 0;
-        } else if (d > 0) {
-          end = std::clamp<int64_t>(end, -1, d - 1);
-          const uint64_t mag = static_cast<uint64_t>(-(step + 1)) + 1;
-          want = start > end ? static_cast<int64_t>(static_cast<uint64_t>(start - end - 1) / mag) + 1 : 0;
-        }
-        KILN_ENSURE(want == count, "Slice: output shape disagrees with starts/ends");
-      }
-      if (count > 0) offset += start * cs[ua];
-      strides[ua] = cs[ua] * step;
-    }
-    for (int64_t d = 0; d < r; ++d) {
-      KILN_ENSURE(sliced[static_cast<size_t>(d)] || y[static_cast<size_t>(d)] == x[static_cast<size_t>(d)],
-                  "Slice: output shape differs on an axis that is not sliced");
-    }
+    KILN_RETURN_IF_ERROR(slice_geometry(x, y, starts_, ends_, axes_, steps_, &strides, &offset));
     // Collapse: drop size-1 dims, merge dims that stay adjacent in the input.
     dims_.clear();
     istr_.clear();
@@ -532,7 +576,7 @@ class SliceKernel final : public Kernel {
       istr_.push_back(1);
     }
     total_ = num_elements(y);
-    offset_ = total_ > 0 ? offset : 0;
+    offset_ = offset;
     es_ = dtype_size(in[0].dtype);
     return Status::ok();
   }
@@ -570,19 +614,19 @@ class SliceKernel final : public Kernel {
 };
 
 bool int_input(const LayerSpec& spec, size_t i) {
-  const DataType dt = input_dtype(spec, i);
+  const DataType dt = spec.input_dtype(i);
   return dt == DataType::kInt64 || dt == DataType::kInt32;
 }
 
 bool slice_supports(const LayerSpec& spec) {
-  const DataType dt = input_dtype(spec, 0);
+  const DataType dt = spec.input_dtype(0);
   const size_t nin = spec.input_dtypes.size();
-  if (nin < 3 || nin > 5 || !movable(dt) || output_dtype(spec, 0) != dt || spec.output_dtypes.size() != 1) return false;
+  if (nin < 3 || nin > 5 || !movable(dt) || spec.output_dtype(0) != dt || spec.output_dtypes.size() != 1) return false;
   const size_t es = dtype_size(dt);
   if (es != 1 && es != 2 && es != 4 && es != 8) return false;
-  if (!int_input(spec, 1) || !constant_input(spec, 1) || !int_input(spec, 2)) return false;
+  if (!int_input(spec, 1) || !spec.constant(1) || !int_input(spec, 2)) return false;
   for (size_t i = 3; i < nin; ++i) {
-    if (has_input(spec, i) && (!int_input(spec, i) || !constant_input(spec, i))) return false;
+    if (spec.has_input(i) && (!int_input(spec, i) || !spec.constant(i))) return false;
   }
   return true;
 }
@@ -590,8 +634,8 @@ bool slice_supports(const LayerSpec& spec) {
 Result<std::unique_ptr<Kernel>> slice_create(const LayerSpec& spec) {
   if (!slice_supports(spec)) return unsupported("kiln_slice: unsupported layer");
   auto ints = [&](size_t i) {
-    const Tensor* t = constant_input(spec, i);
-    return has_input(spec, i) && t ? t->to_int_vector() : std::vector<int64_t>{};
+    const Tensor* t = spec.constant(i);
+    return spec.has_input(i) && t ? t->to_int_vector() : std::vector<int64_t>{};
   };
   return std::unique_ptr<Kernel>(new SliceKernel(ints(1), ints(2), ints(3), ints(4), spec.threads));
 }
@@ -642,13 +686,13 @@ class CastKernel final : public Kernel {
 
 bool cast_supports(const LayerSpec& spec) {
   const size_t nin = spec.input_dtypes.size();
-  return (nin == 1 || nin == 2) && spec.output_dtypes.size() == 1 && castable(input_dtype(spec, 0)) &&
-         castable(output_dtype(spec, 0));
+  return (nin == 1 || nin == 2) && spec.output_dtypes.size() == 1 && castable(spec.input_dtype(0)) &&
+         castable(spec.output_dtype(0));
 }
 
 Result<std::unique_ptr<Kernel>> cast_create(const LayerSpec& spec) {
   if (!cast_supports(spec)) return unsupported("kiln_cast: unsupported layer");
-  return std::unique_ptr<Kernel>(new CastKernel(input_dtype(spec, 0), output_dtype(spec, 0), spec.threads));
+  return std::unique_ptr<Kernel>(new CastKernel(spec.input_dtype(0), spec.output_dtype(0), spec.threads));
 }
 
 }  // namespace

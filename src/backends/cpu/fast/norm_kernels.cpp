@@ -12,8 +12,29 @@
 #include <vector>
 
 #include "backends/cpu/fast/fast_common.h"
+#include "backends/cpu/fast/geometry.h"
 
 namespace kiln::fast {
+
+Status softmax_geometry(const Dims& in_dims, int64_t axis, bool coerce, int64_t* outer, int64_t* n, int64_t* inner) {
+  Dims dims = in_dims;
+  if (dims.empty()) dims.push_back(1);
+  const int64_t r = static_cast<int64_t>(dims.size());
+  if (coerce) {  // legacy: flatten to [prod(dims[:axis]), prod(dims[axis:])]
+    KILN_ENSURE(axis >= -r && axis <= r, "Softmax: axis ", axis, " out of range");
+  } else {
+    KILN_ENSURE(axis >= -r && axis < r, "Softmax: axis ", axis, " out of range");
+  }
+  if (axis < 0) axis += r;
+  *outer = *n = *inner = 1;
+  for (int64_t d = 0; d < r; ++d) {
+    const int64_t v = dims[static_cast<size_t>(d)];
+    if (d < axis) *outer *= v;
+    else if (d == axis || coerce) *n *= v;
+    else *inner *= v;
+  }
+  return Status::ok();
+}
 
 namespace {
 
@@ -168,25 +189,8 @@ class SoftmaxKernel final : public Kernel {
       : log_(log), axis_(axis), coerce_(coerce), threads_(threads) {}
   Status prepare(const std::vector<TensorShape>& in, const std::vector<TensorShape>& out, size_t* scratch) override {
     KILN_ENSURE(!in.empty() && !out.empty() && in[0].dims == out[0].dims, "Softmax: output shape differs from input");
-    Dims dims = in[0].dims;
-    if (dims.empty()) dims.push_back(1);
-    const int64_t r = static_cast<int64_t>(dims.size());
-    int64_t axis = axis_;
-    if (coerce_) {  // legacy: flatten to [prod(dims[:axis]), prod(dims[axis:])]
-      KILN_ENSURE(axis >= -r && axis <= r, "Softmax: axis ", axis, " out of range");
-      if (axis < 0) axis += r;
-    } else {
-      KILN_ENSURE(axis >= -r && axis < r, "Softmax: axis ", axis, " out of range");
-      if (axis < 0) axis += r;
-    }
-    outer_ = n_ = inner_ = 1;
-    for (int64_t d = 0; d < r; ++d) {
-      const int64_t v = dims[static_cast<size_t>(d)];
-      if (d < axis) outer_ *= v;
-      else if (d == axis || coerce_) n_ *= v;
-      else inner_ *= v;
-    }
-    nt_ = threads_for(num_elements(dims), threads_, 4096);
+    KILN_RETURN_IF_ERROR(softmax_geometry(in[0].dims, axis_, coerce_, &outer_, &n_, &inner_));
+    nt_ = threads_for(num_elements(in[0].dims), threads_, 4096);
     *scratch = inner_ > 1 ? static_cast<size_t>(nt_) * 2 * kColumnBlock * sizeof(float) : 0;
     return Status::ok();
   }
@@ -223,9 +227,9 @@ class SoftmaxKernel final : public Kernel {
 
 bool f32_in_out(const LayerSpec& spec, size_t num_in) {
   for (size_t i = 0; i < num_in; ++i) {
-    if (input_dtype(spec, i) != DataType::kFloat32) return false;
+    if (spec.input_dtype(i) != DataType::kFloat32) return false;
   }
-  return output_dtype(spec, 0) == DataType::kFloat32;
+  return spec.output_dtype(0) == DataType::kFloat32;
 }
 
 bool softmax_supports(const LayerSpec& spec) {
@@ -234,7 +238,7 @@ bool softmax_supports(const LayerSpec& spec) {
 
 Result<std::unique_ptr<Kernel>> softmax_create(const LayerSpec& spec) {
   if (!softmax_supports(spec)) return unsupported("kiln_softmax: unsupported layer");
-  const Attributes& a = attrs_of(spec);
+  const Attributes& a = spec.attributes();
   const bool coerce = a.get_int("kiln_coerce_2d", 0) != 0;
   return std::unique_ptr<Kernel>(
       new SoftmaxKernel(spec.op == Op::LogSoftmax, a.get_int("axis", coerce ? 1 : -1), coerce, spec.threads));
@@ -363,32 +367,32 @@ bool valid_stash(const Attributes& a) {
 bool layernorm_supports(const LayerSpec& spec) {
   const size_t nin = spec.input_dtypes.size();
   if (nin < 2 || nin > 3 || !f32_in_out(spec, 2)) return false;
-  if (nin == 3 && has_input(spec, 2) && input_dtype(spec, 2) != DataType::kFloat32) return false;
+  if (nin == 3 && spec.has_input(2) && spec.input_dtype(2) != DataType::kFloat32) return false;
   // Mean / InvStdDev only in float32 (stash_type 1).
   for (size_t i = 1; i < spec.output_dtypes.size(); ++i) {
-    if (wants_output(spec, i) && output_dtype(spec, i) != DataType::kFloat32) return false;
+    if (spec.wants_output(i) && spec.output_dtype(i) != DataType::kFloat32) return false;
   }
-  return spec.output_dtypes.size() <= 3 && valid_stash(attrs_of(spec));
+  return spec.output_dtypes.size() <= 3 && valid_stash(spec.attributes());
 }
 
 bool rmsnorm_supports(const LayerSpec& spec) {
   return spec.input_dtypes.size() == 2 && spec.output_dtypes.size() == 1 && f32_in_out(spec, 2) &&
-         valid_stash(attrs_of(spec));
+         valid_stash(spec.attributes());
 }
 
 bool residual_norm_supports(const LayerSpec& spec) {
   const size_t nin = spec.input_dtypes.size();
   if (nin < 3 || nin > 4 || !f32_in_out(spec, 3)) return false;
-  const std::string norm = attrs_of(spec).get_string("norm", "LayerNorm");
-  const bool bias = nin == 4 && has_input(spec, 3);
-  if (bias && (norm != "LayerNorm" || input_dtype(spec, 3) != DataType::kFloat32)) return false;
+  const std::string norm = spec.attributes().get_string("norm", "LayerNorm");
+  const bool bias = nin == 4 && spec.has_input(3);
+  if (bias && (norm != "LayerNorm" || spec.input_dtype(3) != DataType::kFloat32)) return false;
   if (norm != "LayerNorm" && norm != "RMSNorm") return false;
   if (spec.output_dtypes.size() > 2) return false;
-  return !wants_output(spec, 1) || output_dtype(spec, 1) == DataType::kFloat32;
+  return !spec.wants_output(1) || spec.output_dtype(1) == DataType::kFloat32;
 }
 
 Result<std::unique_ptr<Kernel>> norm_create(const LayerSpec& spec) {
-  const Attributes& a = attrs_of(spec);
+  const Attributes& a = spec.attributes();
   const float eps = a.get_float("epsilon", 1e-5f);
   const int64_t axis = a.get_int("axis", -1);
   switch (spec.op) {

@@ -117,13 +117,6 @@ dnnl::reorder::primitive_desc reorder_pd(const dnnl::memory::desc& from, const d
 dnnl::memory::dims plain_strides(const dnnl::memory::dims& dims);
 dnnl::memory::desc plain_desc(const dnnl::memory::dims& dims);
 
-// Input dtype i of a layer, kUndefined when absent; constant i or nullptr.
-inline DataType input_dtype(const LayerSpec& s, size_t i) {
-  return i < s.input_dtypes.size() ? s.input_dtypes[i] : DataType::kUndefined;
-}
-inline const Tensor* constant_input(const LayerSpec& s, size_t i) {
-  return i < s.constants.size() ? s.constants[i] : nullptr;
-}
 inline const Tensor* input_at(const std::vector<const Tensor*>& v, size_t i) { return i < v.size() ? v[i] : nullptr; }
 
 // Adds each family's tactics (one file each).

@@ -28,10 +28,6 @@ namespace {
 
 using dnnl::memory;
 
-bool known_auto_pad(const std::string& p) {
-  return p == "NOTSET" || p.empty() || p == "VALID" || p == "SAME_UPPER" || p == "SAME_LOWER";
-}
-
 bool conv_supports(const LayerSpec& s) {
   if (s.op != Op::Conv && s.op != Op::FusedConv) return false;
   if (!s.attrs) return false;
@@ -39,26 +35,14 @@ bool conv_supports(const LayerSpec& s) {
   // The engine hands these kernels plain NCHW tensors; channels-last layers (kiln_layout
   // NHWC, ir/layout.h) run on the reference kernel.
   if (has_non_nchw_layout(a)) return false;
-  if (input_dtype(s, 0) != DataType::kFloat32 || input_dtype(s, 1) != DataType::kFloat32) return false;
+  if (s.input_dtype(0) != DataType::kFloat32 || s.input_dtype(1) != DataType::kFloat32) return false;
   if (s.output_dtypes.size() != 1 || s.output_dtypes[0] != DataType::kFloat32) return false;
-  const DataType b = input_dtype(s, 2), z = input_dtype(s, 3);
+  const DataType b = s.input_dtype(2), z = s.input_dtype(3);
   if (b != DataType::kUndefined && b != DataType::kFloat32) return false;
   if (z != DataType::kUndefined && (s.op != Op::FusedConv || z != DataType::kFloat32)) return false;
   if (s.input_dtypes.size() > 4) return false;
-  const Tensor* w = constant_input(s, 1);
-  if (!w || w->dtype() != DataType::kFloat32 || w->rank() < 3 || w->rank() > 5) return false;
-  for (int64_t d : w->dims()) {
-    if (d < 1) return false;
-  }
-  const int64_t group = a.get_int("group", 1);
-  if (group < 1 || w->dim(0) % group != 0) return false;
-  const size_t nsp = static_cast<size_t>(w->rank() - 2);
-  const Dims kernel(w->dims().begin() + 2, w->dims().end());
-  if (a.has("kernel_shape") && a.get_ints("kernel_shape") != kernel) return false;
-  Dims v;
-  if (!spatial_ints(a, "strides", nsp, 1, 1, &v).is_ok()) return false;
-  if (!spatial_ints(a, "dilations", nsp, 1, 1, &v).is_ok()) return false;
-  if (!spatial_pads(a, nsp, &v).is_ok()) return false;
+  const Tensor* w = s.constant(1);
+  if (!w || w->dtype() != DataType::kFloat32 || !conv_weight_fits(a, w->dims(), a.get_int("group", 1))) return false;
   if (!known_auto_pad(a.get_string("auto_pad", "NOTSET"))) return false;
   std::vector<Eltwise> post;
   return s.op != Op::FusedConv || activation_post_ops(a, &post);
@@ -70,11 +54,11 @@ class ConvKernel final : public Kernel {
       : any_layout_(any_layout),
         threads_(std::max(1, s.threads)),
         attrs_(*s.attrs),
-        weights_(*constant_input(s, 1)) {
+        weights_(*s.constant(1)) {
     fused_ = s.op == Op::FusedConv;
     group_ = attrs_.get_int("group", 1);
-    has_bias_ = input_dtype(s, 2) != DataType::kUndefined;
-    has_z_ = input_dtype(s, 3) != DataType::kUndefined;
+    has_bias_ = s.input_dtype(2) != DataType::kUndefined;
+    has_z_ = s.input_dtype(3) != DataType::kUndefined;
     if (s.op == Op::FusedConv) activation_post_ops(attrs_, &post_);
   }
 

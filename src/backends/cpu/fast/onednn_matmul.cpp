@@ -27,16 +27,16 @@ bool row_vector(const Tensor& t) {
 
 bool matmul_supports(const LayerSpec& s) {
   if (!s.attrs || s.output_dtypes.size() != 1 || !f32(s.output_dtypes[0])) return false;
-  if (!f32(input_dtype(s, 0)) || !f32(input_dtype(s, 1))) return false;
-  const Tensor* w = constant_input(s, 1);
+  if (!f32(s.input_dtype(0)) || !f32(s.input_dtype(1))) return false;
+  const Tensor* w = s.constant(1);
   const Attributes& a = *s.attrs;
   switch (s.op) {
     case Op::MatMul:
       return s.input_dtypes.size() == 2;
     case Op::FusedGemm: {
-      if (s.input_dtypes.size() != 3 || !f32(input_dtype(s, 2))) return false;
+      if (s.input_dtypes.size() != 3 || !f32(s.input_dtype(2))) return false;
       if (w && w->rank() != 2) return false;
-      const Tensor* b = constant_input(s, 2);
+      const Tensor* b = s.constant(2);
       if (b && (!row_vector(*b) || (w && b->dims().back() != w->dim(1)))) return false;
       const std::string act = a.get_string("activation", "None");
       if (act != "None" && act != "Relu" && act != "Gelu") return false;  // what the reference kernel runs
@@ -45,10 +45,10 @@ bool matmul_supports(const LayerSpec& s) {
     }
     case Op::Gemm: {
       if (s.input_dtypes.size() > 3) return false;
-      const DataType c = input_dtype(s, 2);
+      const DataType c = s.input_dtype(2);
       if (c != DataType::kUndefined && !f32(c)) return false;
       if (w && w->rank() != 2) return false;
-      const Tensor* ct = constant_input(s, 2);
+      const Tensor* ct = s.constant(2);
       return !ct || ct->rank() <= 2;
     }
     default:
@@ -59,7 +59,7 @@ bool matmul_supports(const LayerSpec& s) {
 class MatMulKernel final : public Kernel {
  public:
   explicit MatMulKernel(const LayerSpec& s) : op_(s.op), threads_(std::max(1, s.threads)) {
-    if (const Tensor* w = constant_input(s, 1)) {
+    if (const Tensor* w = s.constant(1)) {
       weights_ = *w;
       const_weights_ = true;
     }
@@ -71,7 +71,7 @@ class MatMulKernel final : public Kernel {
       trans_a_ = a.get_int("transA", 0) != 0;
       trans_b_ = a.get_int("transB", 0) != 0;
       // beta == 0 drops C (as ONNX Runtime does; the reference would turn an infinite C into NaN).
-      has_c_ = input_dtype(s, 2) != DataType::kUndefined && beta_ != 0.0f;
+      has_c_ = s.input_dtype(2) != DataType::kUndefined && beta_ != 0.0f;
     }
   }
 

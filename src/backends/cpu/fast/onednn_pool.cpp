@@ -24,7 +24,7 @@ bool global_pool(Op op) { return op == Op::GlobalAveragePool || op == Op::Global
 
 bool pool_supports(const LayerSpec& s) {
   if (s.op != Op::MaxPool && s.op != Op::AveragePool && !global_pool(s.op)) return false;
-  if (!s.attrs || s.input_dtypes.size() != 1 || input_dtype(s, 0) != DataType::kFloat32) return false;
+  if (!s.attrs || s.input_dtypes.size() != 1 || s.input_dtype(0) != DataType::kFloat32) return false;
   // NCHW only: channels-last layers (kiln_layout NHWC, ir/layout.h) run on the reference kernel.
   if (has_non_nchw_layout(*s.attrs)) return false;
   // MaxPool's optional Indices output must be absent.
@@ -44,10 +44,7 @@ bool pool_supports(const LayerSpec& s) {
   if (!spatial_ints(a, "dilations", nsp, 1, 1, &dilations).is_ok()) return false;
   if (!spatial_pads(a, nsp, &pads).is_ok()) return false;
   const std::string auto_pad = a.get_string("auto_pad", "NOTSET");
-  if (auto_pad != "NOTSET" && !auto_pad.empty() && auto_pad != "VALID" && auto_pad != "SAME_UPPER" &&
-      auto_pad != "SAME_LOWER") {
-    return false;
-  }
+  if (!known_auto_pad(auto_pad)) return false;
   const bool explicit_pads = auto_pad == "NOTSET" || auto_pad.empty();
   const bool ceil_mode = a.get_int("ceil_mode", 0) != 0;
   const bool count_pad = s.op == Op::AveragePool && a.get_int("count_include_pad", 0) != 0;

@@ -17,20 +17,9 @@ const std::vector<Tactic>& tactics() {
   return all;
 }
 
-std::vector<const Tactic*> tactics_for(const LayerSpec& spec) {
-  std::vector<const Tactic*> out;
-  for (const Tactic& t : tactics()) {
-    if (t.op == spec.op && t.supports(spec)) out.push_back(&t);
-  }
-  return out;
-}
+std::vector<const Tactic*> tactics_for(const LayerSpec& spec) { return supporting_tactics(tactics(), spec); }
 
-const Tactic* find_tactic(const std::string& name) {
-  for (const Tactic& t : tactics()) {
-    if (name == t.name) return &t;
-  }
-  return nullptr;
-}
+const Tactic* find_tactic(const std::string& name) { return tactic_named(tactics(), name); }
 
 std::string library_versions() {
   const dnnl_version_t* v = dnnl_version();

@@ -38,6 +38,26 @@ Status spatial_pads(const Attributes& a, size_t nsp, Dims* out) {
   return Status::ok();
 }
 
+bool known_auto_pad(const std::string& auto_pad) {
+  return auto_pad == "NOTSET" || auto_pad.empty() || auto_pad == "VALID" || auto_pad == "SAME_UPPER" ||
+         auto_pad == "SAME_LOWER";
+}
+
+bool conv_weight_fits(const Attributes& a, const Dims& w, int64_t group) {
+  if (w.size() < 3 || w.size() > 5) return false;
+  for (int64_t d : w) {
+    if (d < 1) return false;
+  }
+  if (group < 1 || w[0] % group != 0) return false;
+  const size_t nsp = w.size() - 2;
+  const Dims kernel(w.begin() + 2, w.end());
+  if (a.has("kernel_shape") && a.get_ints("kernel_shape") != kernel) return false;
+  Dims v;
+  if (!spatial_ints(a, "strides", nsp, 1, 1, &v).is_ok()) return false;
+  if (!spatial_ints(a, "dilations", nsp, 1, 1, &v).is_ok()) return false;
+  return spatial_pads(a, nsp, &v).is_ok();
+}
+
 Status compute_window_geometry(const std::string& auto_pad, bool ceil_mode, WindowGeometry* g) {
   const size_t n = g->nsp();
   g->out.assign(n, 0);

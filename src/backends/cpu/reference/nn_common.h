@@ -1,5 +1,7 @@
 // Helpers shared by the neural-network reference kernels (conv, pool, norm, resize, pad):
-// spatial attribute parsing and window geometry. Internal to the reference backend.
+// spatial attribute parsing, window geometry and Resize sampling. Internal to the reference
+// backend, except that the fast and CUDA conv and resize kernels use the host-side pieces
+// (attribute checks, Resize taps) so that they agree with it.
 #pragma once
 #include <initializer_list>
 #include <string>
@@ -39,6 +41,15 @@ Status spatial_ints(const Attributes& a, const char* name, size_t nsp, int64_t d
 // Values must be >= 0.
 Status spatial_pads(const Attributes& a, size_t nsp, Dims* out);
 
+// Whether `auto_pad` is one of NOTSET (or empty), VALID, SAME_UPPER and SAME_LOWER.
+bool known_auto_pad(const std::string& auto_pad);
+
+// Whether a Conv weight of dims `w` fits the node's attributes `a`: rank 3..5 with no empty
+// axis, `group` >= 1 dividing its output channels, kernel_shape (when given) equal to its
+// spatial dims, and strides, dilations and pads valid for that many spatial axes. The fast
+// and CUDA conv tactics check their constant weights with it.
+bool conv_weight_fits(const Attributes& a, const Dims& w, int64_t group);
+
 // Sliding-window geometry for Conv and the pooling ops. On entry `pads` holds the explicit
 // pads; for SAME_UPPER/SAME_LOWER/VALID they are replaced by the computed ones.
 // Fills out[i] with the output extent of spatial axis i.
@@ -74,5 +85,38 @@ Status require_rank_at_least(const Tensor& t, int min_rank, const char* what);
 
 // Product of dims with an overflow / absurd-size guard.
 Status checked_num_elements(const Dims& dims, int64_t* out);
+
+// ---- Resize sampling (resize.cpp), in double as the ONNX reference implementation does;
+// the CUDA Resize (backends/cuda/movement.cu) builds its tap tables with it too.
+
+struct ResizeAttrs {
+  std::string mode, coord, nearest_mode;
+  double cubic_a = -0.75;
+  bool exclude_outside = false;
+  bool antialias = false;
+  double extrapolation = 0.0;
+  bool roi_is_float32 = false;
+};
+
+// The sampling attributes of a Resize node (mode, coordinate_transformation_mode,
+// nearest_mode, cubic_coeff_a, exclude_outside, antialias, extrapolation_value), with their
+// defaults; not validated. roi_is_float32 is left false.
+ResizeAttrs resize_attrs(const Attributes& a);
+
+// Interpolation weights of one output position along one axis.
+struct ResizeTaps {
+  std::vector<int64_t> index;  // clamped input positions
+  std::vector<double> weight;  // nonzero weights, one per index
+  bool extrapolate = false;    // tf_crop_and_resize outside the input: use extrapolation_value
+};
+
+// Source coordinate of output position j along an axis of `in` positions resized by
+// `scale` to `out_int` (reference implementation semantics); the roi only matters for
+// tf_crop_and_resize.
+double resize_source_coordinate(const ResizeAttrs& p, double j, double scale, int64_t in, int64_t out_int,
+                                double roi_start, double roi_end);
+
+// The taps that sample source coordinate x on an axis of `in` positions.
+ResizeTaps resize_taps(const ResizeAttrs& p, double x, double scale, int64_t in);
 
 }  // namespace kiln

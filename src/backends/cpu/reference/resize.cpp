@@ -14,22 +14,6 @@ namespace kiln {
 
 namespace {
 
-struct ResizeParams {
-  std::string mode, coord, nearest_mode;
-  double cubic_a = -0.75;
-  bool exclude_outside = false;
-  bool antialias = false;
-  double extrapolation = 0.0;
-  bool roi_is_float32 = false;
-};
-
-// Interpolation weights of one output position along one axis.
-struct Taps {
-  std::vector<int64_t> index;  // clamped input positions
-  std::vector<double> weight;
-  bool extrapolate = false;    // tf_crop_and_resize outside the input: use extrapolation_value
-};
-
 double cubic_weight(double d, double a) {
   d = std::fabs(d);
   if (d <= 1) return ((a + 2) * d - (a + 3)) * d * d + 1;
@@ -37,9 +21,22 @@ double cubic_weight(double d, double a) {
   return 0.0;
 }
 
-// Source coordinate of output position j (reference implementation semantics).
-double source_coordinate(const ResizeParams& p, double j, double scale, int64_t in, int64_t out_int,
-                         double roi_start, double roi_end) {
+}  // namespace
+
+ResizeAttrs resize_attrs(const Attributes& a) {
+  ResizeAttrs p;
+  p.mode = a.get_string("mode", "nearest");
+  p.coord = a.get_string("coordinate_transformation_mode", "half_pixel");
+  p.nearest_mode = a.get_string("nearest_mode", "round_prefer_floor");
+  p.cubic_a = a.get_float("cubic_coeff_a", -0.75f);
+  p.exclude_outside = a.get_int("exclude_outside", 0) != 0;
+  p.antialias = a.get_int("antialias", 0) != 0 && p.mode != "nearest";
+  p.extrapolation = a.get_float("extrapolation_value", 0.0f);
+  return p;
+}
+
+double resize_source_coordinate(const ResizeAttrs& p, double j, double scale, int64_t in, int64_t out_int,
+                                double roi_start, double roi_end) {
   const double out_f = scale * static_cast<double>(in);
   const double inf = static_cast<double>(in);
   if (p.coord == "align_corners") return out_f == 1 ? 0.0 : j * (inf - 1) / (out_f - 1);
@@ -65,8 +62,8 @@ double source_coordinate(const ResizeParams& p, double j, double scale, int64_t 
   return (j + 0.5) / scale - 0.5;  // half_pixel
 }
 
-Taps compute_taps(const ResizeParams& p, double x, double scale, int64_t in) {
-  Taps t;
+ResizeTaps resize_taps(const ResizeAttrs& p, double x, double scale, int64_t in) {
+  ResizeTaps t;
   const double fl = std::floor(x);
   const bool integral = x == fl;
   const double ratio = integral ? 1.0 : x - fl;
@@ -118,26 +115,28 @@ Taps compute_taps(const ResizeParams& p, double x, double scale, int64_t in) {
   return t;
 }
 
+namespace {
+
 // Resizes `data` (dims `dims`) along `axis` to `out` positions.
-void resize_axis(const ResizeParams& p, std::vector<double>& data, Dims& dims, size_t axis, int64_t out, double scale,
+void resize_axis(const ResizeAttrs& p, std::vector<double>& data, Dims& dims, size_t axis, int64_t out, double scale,
                  double roi_start, double roi_end) {
   const int64_t in = dims[axis];
   int64_t outer = 1, inner = 1;
   for (size_t d = 0; d < axis; ++d) outer *= dims[d];
   for (size_t d = axis + 1; d < dims.size(); ++d) inner *= dims[d];
-  std::vector<Taps> taps(static_cast<size_t>(out));
+  std::vector<ResizeTaps> taps(static_cast<size_t>(out));
   for (int64_t j = 0; j < out; ++j) {
-    const double x = source_coordinate(p, static_cast<double>(j), scale, in, out, roi_start, roi_end);
+    const double x = resize_source_coordinate(p, static_cast<double>(j), scale, in, out, roi_start, roi_end);
     if (p.coord == "tf_crop_and_resize" && (x < 0 || x > static_cast<double>(in - 1))) {
       taps[static_cast<size_t>(j)].extrapolate = true;
     } else {
-      taps[static_cast<size_t>(j)] = compute_taps(p, x, scale, in);
+      taps[static_cast<size_t>(j)] = resize_taps(p, x, scale, in);
     }
   }
   std::vector<double> res(static_cast<size_t>(outer * out * inner));
   for (int64_t o = 0; o < outer; ++o) {
     for (int64_t j = 0; j < out; ++j) {
-      const Taps& t = taps[static_cast<size_t>(j)];
+      const ResizeTaps& t = taps[static_cast<size_t>(j)];
       double* dst = res.data() + (o * out + j) * inner;
       for (int64_t k = 0; k < inner; ++k) {
         if (t.extrapolate) {
@@ -168,14 +167,7 @@ Status resize_kernel(KernelContext& ctx) {
   const Tensor& x = *ctx.input(0);
   const Attributes& a = ctx.attr();
   const int64_t rank = x.rank();
-  ResizeParams p;
-  p.mode = a.get_string("mode", "nearest");
-  p.coord = a.get_string("coordinate_transformation_mode", "half_pixel");
-  p.nearest_mode = a.get_string("nearest_mode", "round_prefer_floor");
-  p.cubic_a = a.get_float("cubic_coeff_a", -0.75f);
-  p.exclude_outside = a.get_int("exclude_outside", 0) != 0;
-  p.antialias = a.get_int("antialias", 0) != 0 && p.mode != "nearest";
-  p.extrapolation = a.get_float("extrapolation_value", 0.0f);
+  ResizeAttrs p = resize_attrs(a);
   const std::string policy = a.get_string("keep_aspect_ratio_policy", "stretch");
   KILN_ENSURE(p.mode == "nearest" || p.mode == "linear" || p.mode == "cubic", "unknown mode '", p.mode, "'");
   KILN_ENSURE(p.coord == "half_pixel" || p.coord == "half_pixel_symmetric" || p.coord == "pytorch_half_pixel" ||
