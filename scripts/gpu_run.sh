@@ -4,6 +4,8 @@
 #   tests        kiln_cuda_tests (ctest label gpu's binary)
 #   conformance  kiln_conformance --engine cuda on the onnx wheel's node tests
 #   bench ARGS   bench/gpu_bench.py with the packed kiln
+#   all          tests, conformance and the bench of all five models at batch 1, in one call
+#                that fits the device tool's 10-minute limit (each step time-boxed)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}
@@ -23,5 +25,10 @@ case "$step" in
     /tmp/kp/bin/kiln_conformance --engine cuda "$@" node=/tmp/kp/data/node 2>&1 | tee "$OUT/conformance.log" | tail -120 ;;
   bench)
     PYTHONUNBUFFERED=1 python3 bench/gpu_bench.py --kiln "$KILN" "$@" 2>&1 | tee "$OUT/bench.log" | tail -150 ;;
+  all)
+    timeout 90 "$0" tests > "$OUT/all_tests.txt" 2>&1; tail -40 "$OUT/all_tests.txt"
+    timeout 200 "$0" conformance > "$OUT/all_conformance.txt" 2>&1; grep -E "passed|CUDA kernel" "$OUT/all_conformance.txt"
+    timeout 270 "$0" bench --cnn-batches 1 --nlp-batches 1 --peers eager,cudagraph,compile-ro --time-budget-s 240 \
+      --out "$OUT/results.json" > "$OUT/all_bench.txt" 2>&1; tail -30 "$OUT/all_bench.txt" ;;
   *) echo "unknown step $step"; exit 2 ;;
 esac

@@ -60,11 +60,12 @@ double rel_l2(const Tensor& got, const Tensor& want) {
 }
 
 std::shared_ptr<Engine> build_cuda(const std::string& file, const std::map<std::string, Dims>& shapes, bool fp16,
-                                   bool tf32 = false) {
+                                   bool tf32 = false, ConvLayout layout = ConvLayout::kAuto) {
   BuilderConfig c;
   c.device = DeviceKind::kCUDA;
   c.fp16 = fp16;
   c.tf32 = tf32;
+  c.conv_layout = layout;
   c.profiles.push_back(OptimizationProfile::fixed(shapes));
   auto e = Builder().build_from_file(model_path(file), c);
   EXPECT_TRUE(e.is_ok()) << file << ": " << e.status().message();
@@ -97,8 +98,8 @@ const std::vector<ModelCase>& model_cases() {
   return cases;
 }
 
-void check_model(const ModelCase& mc, bool fp16, double tol) {
-  auto e = build_cuda(mc.file, mc.shapes, fp16);
+void check_model(const ModelCase& mc, bool fp16, double tol, ConvLayout layout = ConvLayout::kAuto) {
+  auto e = build_cuda(mc.file, mc.shapes, fp16, false, layout);
   ASSERT_TRUE(e);
   auto ctx = e->create_execution_context();
   ASSERT_TRUE(ctx.is_ok()) << ctx.status().message();
@@ -127,6 +128,32 @@ TEST(CudaEngine, ModelsMatchReferenceFp32) {
 TEST(CudaEngine, ModelsMatchReferenceFp16) {
   KILN_REQUIRE_GPU();
   for (const ModelCase& mc : model_cases()) check_model(mc, true, 1e-2);
+}
+
+// Channels-last convolutions and pooling (--conv-layout nhwc): every conv/pool layer of the
+// CNNs runs NHWC on a CUDA kernel, and the results still match the reference.
+TEST(CudaEngine, ChannelsLastCnnsMatchReference) {
+  KILN_REQUIRE_GPU();
+  for (size_t i = 0; i < 2; ++i) {
+    const ModelCase& mc = model_cases()[i];
+    for (bool fp16 : {false, true}) {
+      check_model(mc, fp16, fp16 ? 1e-2 : 1e-4, ConvLayout::kNHWC);
+      auto e = build_cuda(mc.file, mc.shapes, fp16, false, ConvLayout::kNHWC);
+      ASSERT_TRUE(e);
+      int nhwc = 0;
+      for (const Node* n : e->impl().graph->nodes()) {
+        if (n->attrs.get_string("kiln_layout", "") != "NHWC") continue;
+        ++nhwc;
+        const LayerInfo* l = nullptr;
+        for (const LayerInfo& x : e->layers()) {
+          if (n->output(0) && x.output == n->output(0)->name()) l = &x;
+        }
+        ASSERT_TRUE(l) << n->describe();
+        EXPECT_NE(l->tactic, "cpu fallback") << n->describe();
+      }
+      EXPECT_GT(nhwc, 0) << mc.file;
+    }
+  }
 }
 
 TEST(CudaEngine, GraphReplayMatchesLayerByLayerAndUserStream) {
