@@ -31,13 +31,9 @@ const TensorDesc* find_desc(const std::vector<TensorDesc>& ds, const std::string
 //   queued there and the call returns at once, unless a host copy is wanted.
 
 // Unbinds an output an earlier GPU run bound to a caller's buffer (which may be gone), so
-// that the context writes it to its own memory again. The public API binds but cannot
-// unbind: this edits the context's binding table and marks it for setup, which plans its
-// memory again on the next run (once per switch; runs that bind every output never do).
-void unbind_output(ExecutionContext& ctx, const std::string& name) {
-  ContextImpl& impl = ctx.impl();
-  if (impl.bound.erase(name) != 0) impl.dirty = true;
-}
+// that the context writes it to its own memory again (memory is planned again on the next
+// run: once per switch; runs that bind every output never do).
+void unbind_output(ExecutionContext& ctx, const std::string& name) { (void)ctx.unbind_tensor(name); }
 
 // The slot of an engine input or output once the context is set up for the current shapes.
 const Slot* slot_of(ExecutionContext& ctx, const std::string& name) {

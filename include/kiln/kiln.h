@@ -179,6 +179,9 @@ class ExecutionContext {
   // Binds a caller-owned buffer (host memory for CPU engines) to an input or output.
   // An unbound output is written to memory the context owns (see output()).
   Status set_tensor_address(const std::string& name, void* data);
+  // Forgets a buffer bound with set_tensor_address: the context writes that output to (or
+  // expects that input in) its own memory again. Memory is planned again on the next run.
+  Status unbind_tensor(const std::string& name);
   // Runs the engine on the bound buffers and waits for it.
   Status execute();
   // Starts the engine on `stream` (a cudaStream_t for CUDA engines, ignored on the CPU,

@@ -393,6 +393,15 @@ Status ExecutionContext::set_tensor_address(const std::string& name, void* data)
   return Status::ok();
 }
 
+Status ExecutionContext::unbind_tensor(const std::string& name) {
+  ContextImpl& c = *impl_;
+  if (!find_desc(c.e->inputs, name) && !find_desc(c.e->outputs, name)) {
+    return invalid_argument("'", name, "' is not an input or output of the engine");
+  }
+  if (c.bound.erase(name) != 0) c.dirty = true;
+  return Status::ok();
+}
+
 Status ExecutionContext::execute() {
   ContextImpl& c = *impl_;
   if (c.dirty) KILN_RETURN_IF_ERROR(c.setup());

@@ -253,5 +253,31 @@ TEST(Engine, BoundOutputIsWrittenInPlace) {
   EXPECT_FALSE(ctx.value()->set_tensor_address("nope", x.raw()).is_ok());
 }
 
+// unbind_tensor: after unbinding, the output goes to the context's memory again and the
+// caller's buffer is left alone.
+TEST(Engine, UnboundOutputGoesToContextMemory) {
+  auto e = build_sample();
+  ASSERT_TRUE(e);
+  auto ctx = e->create_execution_context();
+  ASSERT_TRUE(ctx);
+  Tensor x = random_f32(sample_input_dims(*e), 5);
+  const std::string in = e->inputs()[0].name, out = e->outputs()[0].name;
+  auto ref = ctx.value()->run({{in, x}});
+  ASSERT_TRUE(ref);
+  Tensor y(e->outputs()[0].dtype, ref->at(out).dims());
+  ASSERT_TRUE(ctx.value()->set_tensor_address(in, x.raw()).is_ok());
+  ASSERT_TRUE(ctx.value()->set_tensor_address(out, y.raw()).is_ok());
+  ASSERT_TRUE(ctx.value()->execute().is_ok());
+  ASSERT_TRUE(ctx.value()->unbind_tensor(out).is_ok());
+  std::memset(y.raw(), 0x7F, y.nbytes());
+  ASSERT_TRUE(ctx.value()->execute().is_ok());
+  auto got = ctx.value()->output(out);
+  ASSERT_TRUE(got);
+  EXPECT_NE(got->raw(), y.raw());
+  EXPECT_EQ(0, std::memcmp(got->raw(), ref->at(out).raw(), got->nbytes()));
+  for (int64_t i = 0; i < y.size(); ++i) ASSERT_EQ(reinterpret_cast<const uint8_t*>(y.raw())[i], 0x7F);
+  EXPECT_FALSE(ctx.value()->unbind_tensor("nope").is_ok());
+}
+
 }  // namespace
 }  // namespace kiln
