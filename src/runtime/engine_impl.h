@@ -41,6 +41,13 @@ Status parse_engine_meta(const nlohmann::json& meta, EngineImpl* e);
 // Target of this process ("x86_64").
 std::string host_arch();
 
+// Helpers shared by the CPU and CUDA execution contexts (execution_context.cpp).
+// The name identifying a layer in the plan's layer table: its first output's name.
+std::string layer_key(const Node& n);
+// Whether a value is a plain tensor whose dtype and every dim are known, and those dims.
+bool has_static_shape(const Value* v);
+Dims static_dims(const Value& v);
+
 // Where a value lives during execution.
 enum class SlotKind { kInput, kConstant, kArena, kBound, kDynamic };
 

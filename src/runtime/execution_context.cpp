@@ -36,6 +36,8 @@ void collect_captures(const Graph& g, std::unordered_set<std::string>& names) {
   }
 }
 
+}  // namespace
+
 std::string layer_key(const Node& n) {
   for (Value* o : n.outputs()) {
     if (o) return o->name();
@@ -56,8 +58,6 @@ bool has_static_shape(const Value* v) {
   }
   return v->dtype != DataType::kUndefined && v->dtype != DataType::kString;
 }
-
-}  // namespace
 
 Result<Dims> ContextImpl::resolved_input_dims(const Value& input) const {
   auto it = input_dims.find(input.name());

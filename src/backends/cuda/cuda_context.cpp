@@ -27,13 +27,6 @@ constexpr size_t kDevAlign = 256;
 
 size_t align_up(size_t n) { return (n + kDevAlign - 1) / kDevAlign * kDevAlign; }
 
-std::string key_of(const Node& n) {
-  for (Value* o : n.outputs()) {
-    if (o) return o->name();
-  }
-  return n.name();
-}
-
 // Host memory from cudaMallocHost (pinned: asynchronous copies at full PCIe speed).
 class PinnedBuffer {
  public:
@@ -106,19 +99,6 @@ struct CudaState {
 
 CudaState& state_of(ContextImpl& c) { return *static_cast<CudaState*>(c.cuda.get()); }
 
-bool static_value(const Value* v) {
-  if (!v || v->is_sequence || v->is_optional || !v->shape || v->dtype == DataType::kString) return false;
-  for (const Dim& d : *v->shape) {
-    if (!d.known()) return false;
-  }
-  return v->dtype != DataType::kUndefined;
-}
-
-Dims dims_of(const Value& v) {
-  Dims d;
-  for (const Dim& x : *v.shape) d.push_back(x.value);
-  return d;
-}
 
 // Times one tactic on random device data at the step's shapes (build time only).
 double time_tactic(const cuda::Tactic& t, const cuda::LayerSpec& spec, const std::vector<cuda::TensorShape>& ins,
@@ -377,25 +357,25 @@ Status cuda_setup(ContextImpl& c) {
       step.in.push_back(v ? c.slot_of.at(v) : -1);
       ls.input_dtypes.push_back(v ? v->dtype : DataType::kUndefined);
       ls.constants.push_back(v && v->is_constant() ? &v->constant() : nullptr);
-      if (v && !static_value(v)) {
+      if (v && !has_static_shape(v)) {
         return unsupported(n->describe(), ": input '", v->name(), "' has shape ", sym_shape_str(v->shape),
                            " after specializing to the input shapes; CUDA engines need shapes that are known before "
                            "running (build this model for the CPU)");
       }
-      in_shapes.push_back(v ? cuda::TensorShape{v->dtype, dims_of(*v)} : cuda::TensorShape{});
+      in_shapes.push_back(v ? cuda::TensorShape{v->dtype, static_dims(*v)} : cuda::TensorShape{});
     }
     for (Value* o : n->outputs()) {
       step.out.push_back(o ? c.slot_of.at(o) : -1);
       ls.output_dtypes.push_back(o ? o->dtype : DataType::kUndefined);
-      if (o && !static_value(o)) {
+      if (o && !has_static_shape(o)) {
         return unsupported(n->describe(), ": output '", o->name(), "' has a data-dependent shape ",
                            sym_shape_str(o->shape), "; CUDA engines need shapes that are known before running "
                            "(build this model for the CPU)");
       }
-      out_shapes.push_back(o ? cuda::TensorShape{o->dtype, dims_of(*o)} : cuda::TensorShape{});
+      out_shapes.push_back(o ? cuda::TensorShape{o->dtype, static_dims(*o)} : cuda::TensorShape{});
     }
     std::vector<const cuda::Tactic*> cands = n->subgraphs().empty() ? cuda::tactics_for(ls) : std::vector<const cuda::Tactic*>{};
-    auto li = c.e->layer_of.find(key_of(*n));
+    auto li = c.e->layer_of.find(layer_key(*n));
     if (li != c.e->layer_of.end()) {
       const std::string& want = c.e->layers[li->second].tactic;
       for (size_t i = 0; i < cands.size(); ++i) {
@@ -636,7 +616,7 @@ Status cuda_attach_kernels(ContextImpl& c, Graph& g) {
   for (const Step& step : c.steps) {
     if (!step.device_tactic || std::string(step.device_tactic) != "nvrtc_fused") continue;
     const Node& n = *step.node;
-    Value* key = g.find_value(key_of(n));
+    Value* key = g.find_value(layer_key(n));
     Node* target = key ? key->producer() : nullptr;
     if (!target || target->op() != Op::FusedElementwise) continue;  // folded or renamed: compiled at load
     cuda::LayerSpec ls;
