@@ -152,10 +152,24 @@ def kiln_inspect(args, engine):
 def kiln_bench(args, engine, input_args, json_path):
     cmd = [args.kiln, "bench", engine, *input_args, "--warmup-ms", str(args.kiln_warmup_ms),
            "--iterations", str(args.iters), "--duration-s", str(args.kiln_duration_s), "--json", json_path]
+    if args.kiln_profile:
+        cmd.append("--profile")
     run_kiln(cmd, args.step_timeout_s)
     with open(json_path) as f:
         j = json.load(f)
-    j.pop("layers", None)
+    layers = j.pop("layers", None)
+    if layers:
+        # Per-op totals and the slowest layers: what `kiln bench --profile` says costs most.
+        by_op = {}
+        for ly in layers:
+            key = f"{ly['op']} [{ly['tactic']}]"
+            n, ms = by_op.get(key, (0, 0.0))
+            by_op[key] = (n + 1, ms + ly["ms"])
+        total = sum(ly["ms"] for ly in layers) or 1.0
+        j["profile_by_op"] = [{"op": k, "layers": n, "ms": round(ms, 4), "percent": round(100 * ms / total, 1)}
+                              for k, (n, ms) in sorted(by_op.items(), key=lambda kv: -kv[1][1])]
+        j["profile_top_layers"] = sorted(layers, key=lambda ly: -ly["ms"])[:12]
+        j["profile_total_ms"] = round(total, 4)
     return j
 
 
@@ -587,6 +601,8 @@ def main():
                     help="budget estimate of a compile-ro before one was measured (default 30; "
                          "compile-ma: max(180, 20x the row's compile-ro))")
     ap.add_argument("--no-accuracy", action="store_true")
+    ap.add_argument("--kiln-profile", action="store_true",
+                    help="kiln bench --profile: per-op totals and the slowest layers in the JSON and the log")
     ap.add_argument("--keep-engines", action="store_true", help="keep the engine files in --work-dir")
     args = ap.parse_args()
 
@@ -691,6 +707,8 @@ def main():
                     row["kiln_ms"] = j["latency_ms"]["median"]
                     row["kiln_p90_ms"] = j["latency_ms"].get("p90")
                     log(f"{tag}: kiln median {row['kiln_ms']:.3f} ms ({j.get('iterations')} runs)")
+                    for o in j.get("profile_by_op", [])[:10]:
+                        log(f"{tag}:   profile {o['ms']:8.4f} ms {o['percent']:5.1f}%  {o['layers']:3d} x {o['op']}")
                 except Exception as e:  # noqa: BLE001
                     row["errors"]["bench"] = short_error(e)
                     log(f"{tag}: kiln bench FAILED: {short_error(e, 400)}")

@@ -6,6 +6,8 @@
 #   bench ARGS   bench/gpu_bench.py with the packed kiln
 #   all          tests, conformance and the bench of all five models at batch 1, in one call
 #                that fits the device tool's 10-minute limit (each step time-boxed)
+#   profile      kiln alone (CUDA-graph peer only) with `kiln bench --profile` per-op totals:
+#                FP16 at batch 1 and 256/64, NCHW and NHWC convs, and FP32 accuracy at batch 1
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}
@@ -30,5 +32,13 @@ case "$step" in
     timeout 200 "$0" conformance > "$OUT/all_conformance.txt" 2>&1; grep -E "passed|CUDA kernel" "$OUT/all_conformance.txt"
     timeout 270 "$0" bench --cnn-batches 1 --nlp-batches 1 --peers eager,cudagraph,compile-ro --time-budget-s 240 \
       --out "$OUT/results.json" > "$OUT/all_bench.txt" 2>&1; tail -30 "$OUT/all_bench.txt" ;;
+  profile)
+    B="python3 bench/gpu_bench.py --kiln $KILN --kiln-profile"
+    timeout 200 $B --peers cudagraph --cnn-batches 1,256 --nlp-batches 1,64 --time-budget-s 180 \
+      --out "$OUT/profile_fp16.json" > "$OUT/profile_fp16.txt" 2>&1; grep -E "kiln median|profile|accuracy|FAIL|cudagraph [0-9]" "$OUT/profile_fp16.txt" | cut -c1-160 | head -150
+    timeout 100 $B --peers "" --models resnet50,mobilenetv3 --cnn-batches 1,256 --build-args "--conv-layout nhwc" \
+      --time-budget-s 90 --out "$OUT/profile_nhwc.json" > "$OUT/profile_nhwc.txt" 2>&1; grep -E "kiln median|profile|accuracy|FAIL" "$OUT/profile_nhwc.txt" | cut -c1-160 | head -60
+    timeout 100 $B --peers "" --precisions fp32 --batches 1 --time-budget-s 90 \
+      --out "$OUT/fp32.json" > "$OUT/fp32.txt" 2>&1; grep -E "kiln median|accuracy|FAIL" "$OUT/fp32.txt" | cut -c1-160 ;;
   *) echo "unknown step $step"; exit 2 ;;
 esac

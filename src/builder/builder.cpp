@@ -235,7 +235,9 @@ Result<std::shared_ptr<Engine>> build(ImportedModel model, const BuilderConfig& 
     KILN_RETURN_IF_ERROR(lower_float_precision(g, config.fp16 ? DataType::kFloat16 : DataType::kBFloat16, ctx)
                              .with_context("lowering precision: "));
   }
-  if (config.device == DeviceKind::kCUDA && config.conv_layout == ConvLayout::kNHWC) {
+  const bool channels_last = config.conv_layout == ConvLayout::kNHWC ||
+                             (config.conv_layout == ConvLayout::kAuto && (config.fp16 || config.bf16));
+  if (config.device == DeviceKind::kCUDA && channels_last) {
     PassReport r;
     PassContext ctx(r);
     KILN_RETURN_IF_ERROR(convert_to_channels_last(g, ctx).with_context("converting convolutions to NHWC: "));

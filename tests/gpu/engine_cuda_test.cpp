@@ -130,6 +130,26 @@ TEST(CudaEngine, ModelsMatchReferenceFp16) {
   for (const ModelCase& mc : model_cases()) check_model(mc, true, 1e-2);
 }
 
+int count_nhwc_layers(const Engine& e) {
+  int nhwc = 0;
+  for (const Node* n : e.impl().graph->nodes()) nhwc += n->attrs.get_string("kiln_layout", "") == "NHWC";
+  return nhwc;
+}
+
+// FP16 engines default to channels-last (ConvLayout::kAuto); NCHW stays available.
+TEST(CudaEngine, AutoLayoutIsNhwcForFp16AndNchwKeepsWorking) {
+  KILN_REQUIRE_GPU();
+  for (size_t i = 0; i < 2; ++i) {
+    const ModelCase& mc = model_cases()[i];
+    auto fp16 = build_cuda(mc.file, mc.shapes, true);
+    auto fp32 = build_cuda(mc.file, mc.shapes, false);
+    ASSERT_TRUE(fp16 && fp32);
+    EXPECT_GT(count_nhwc_layers(*fp16), 0) << mc.file;
+    EXPECT_EQ(count_nhwc_layers(*fp32), 0) << mc.file;
+    check_model(mc, true, 1e-2, ConvLayout::kNCHW);
+  }
+}
+
 // Channels-last convolutions and pooling (--conv-layout nhwc): every conv/pool layer of the
 // CNNs runs NHWC on a CUDA kernel, and the results still match the reference.
 TEST(CudaEngine, ChannelsLastCnnsMatchReference) {
