@@ -293,6 +293,16 @@ TEST(CudaConv, DepthwiseHardSwish) {
   d.attrs = conv_attrs({1}, {1, 1}, {}, 16);
   check_conv("kiln_cuda_depthwise", d, DataType::kFloat32, false);
   check_conv("kiln_cuda_depthwise", d, DataType::kFloat16, true);
+  // Channel counts that are not a multiple of the 16-byte vector (8 halves, 4 floats): the
+  // NHWC kernel's one-channel-per-thread path; 40 channels: the vector path with 5 groups.
+  for (int64_t ch : {12, 6, 40}) {
+    ConvCase e;
+    e.name = "depthwise 3x3, " + std::to_string(ch) + " channels";
+    e.x = {2, ch, 9, 11};
+    e.w = {ch, 1, 3, 3};
+    e.attrs = conv_attrs({1, 1}, {1, 1, 1, 1}, {}, ch);
+    for (DataType dt : kFloats) check_conv("kiln_cuda_depthwise", e, dt, true);
+  }
 }
 
 TEST(CudaConv, Grouped) {
@@ -517,6 +527,13 @@ TEST(CudaPool, MaxPool) {
   check_pool(Op::MaxPool, "SAME_UPPER", su, {1, 4, 10, 10}, DataType::kFloat32, true);
   check_pool(Op::MaxPool, "1-D", pool_attrs({3}, {2}, {1, 1}), {2, 5, 21}, DataType::kFloat16, false);
   check_pool(Op::MaxPool, "3-D", pool_attrs({2, 2, 2}, {2, 2, 2}, {}), {1, 3, 6, 7, 8}, DataType::kFloat32, true);
+  // Channel counts off the 16-byte vector (one channel per thread) and on it (8 per thread).
+  for (int64_t ch : {12, 24}) {
+    for (DataType dt : kFloats) {
+      check_pool(Op::MaxPool, "3x3/2 " + std::to_string(ch) + " channels", pool_attrs({3, 3}, {2, 2}, {1, 1, 1, 1}),
+                 {2, ch, 11, 10}, dt, true);
+    }
+  }
 }
 
 TEST(CudaPool, AveragePool) {

@@ -213,6 +213,30 @@ struct DwGeom {
 // Index arithmetic in I: int32_t when every tensor has fewer than 2^31 elements (the
 // common case, much cheaper), else int64_t.
 
+// Channels-last kernels handle V consecutive channels per thread: V = 1 in general, and
+// 16 bytes' worth (kVec<T>: 8 float16/bfloat16 or 4 float32) when the channel count is a
+// multiple of it and the tensors are 16-byte aligned, so each load is one vector access.
+template <typename T>
+constexpr int kVec = static_cast<int>(16 / sizeof(T));
+template <typename T, int V>
+struct alignas(sizeof(T) * V) Pack {
+  T v[V];
+};
+template <typename T, int V>
+__device__ __forceinline__ void load_f32(const T* p, float (&out)[V]) {
+  const Pack<T, V> a = *reinterpret_cast<const Pack<T, V>*>(p);
+#pragma unroll
+  for (int j = 0; j < V; ++j) out[j] = to_f32(a.v[j]);
+}
+template <typename T, int V>
+__device__ __forceinline__ void store_f32(T* p, const float (&in)[V]) {
+  Pack<T, V> a;
+#pragma unroll
+  for (int j = 0; j < V; ++j) a.v[j] = from_f32<T>(in[j]);
+  *reinterpret_cast<Pack<T, V>*>(p) = a;
+}
+inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
 // NCHW: one thread per output element, ow fastest. Weights float [M, KH*KW].
 template <typename T, typename I>
 __global__ void depthwise_nchw_kernel(const T* __restrict__ x, const float* __restrict__ w, const T* __restrict__ bias,
@@ -252,8 +276,10 @@ __global__ void depthwise_nchw_kernel(const T* __restrict__ x, const float* __re
   }
 }
 
-// NHWC: one thread per output element, m fastest (coalesced). Weights float [KH*KW, M].
-template <typename T, typename I>
+// NHWC: one thread per V output channels of one pixel, m fastest (coalesced). Weights
+// float [KH*KW, M]. V > 1 only when mult == 1 (each output channel reads its own input
+// channel), M % V == 0 and every pointer is 16-byte aligned.
+template <typename T, typename I, int V>
 __global__ void depthwise_nhwc_kernel(const T* __restrict__ x, const float* __restrict__ w, const T* __restrict__ bias,
                                       const T* __restrict__ z, T* __restrict__ y, I total, DwGeom g, ActParams ap) {
   const I OW = static_cast<I>(g.OW), OH = static_cast<I>(g.OH), M = static_cast<I>(g.M), H = static_cast<I>(g.H),
@@ -261,18 +287,21 @@ __global__ void depthwise_nhwc_kernel(const T* __restrict__ x, const float* __re
   const I sh = static_cast<I>(g.sh), sw = static_cast<I>(g.sw), dh = static_cast<I>(g.dh), dw = static_cast<I>(g.dw),
           ph = static_cast<I>(g.ph), pw = static_cast<I>(g.pw);
   const int KH = g.KH, KW = g.KW;
+  const I Mv = M / V;  // total counts groups of V channels
   for (I i = blockIdx.x * static_cast<I>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<I>(gridDim.x) * blockDim.x) {
     I t = i;
-    const I m = t % M;
-    t /= M;
+    const I m = (t % Mv) * V;
+    t /= Mv;
     const I ow = t % OW;
     t /= OW;
     const I oh = t % OH;
     const I n = t / OH;
     const I c = m / mult;
     const T* xn = x + n * H * W * C + c;
-    float acc = 0.0f;
+    float acc[V];
+#pragma unroll
+    for (int j = 0; j < V; ++j) acc[j] = 0.0f;
     const I ih0 = oh * sh - ph, iw0 = ow * sw - pw;
     for (int kh = 0; kh < KH; ++kh) {
       const I ih = ih0 + kh * dh;
@@ -282,12 +311,28 @@ __global__ void depthwise_nhwc_kernel(const T* __restrict__ x, const float* __re
       for (int kw = 0; kw < KW; ++kw) {
         const I iw = iw0 + kw * dw;
         if (iw < 0 || iw >= W) continue;
-        acc += to_f32(xr[iw * C]) * wr[kw * M];
+        float xv[V], wv[V];
+        load_f32<T, V>(xr + iw * C, xv);
+        load_f32<float, V>(wr + kw * M, wv);
+#pragma unroll
+        for (int j = 0; j < V; ++j) acc[j] += xv[j] * wv[j];
       }
     }
-    if (bias) acc += to_f32(bias[m]);
-    if (z) acc += to_f32(z[i]);
-    y[i] = from_f32<T>(apply_act(acc, ap));
+    if (bias) {
+      float bv[V];
+      load_f32<T, V>(bias + m, bv);
+#pragma unroll
+      for (int j = 0; j < V; ++j) acc[j] += bv[j];
+    }
+    if (z) {
+      float zv[V];
+      load_f32<T, V>(z + i * V, zv);
+#pragma unroll
+      for (int j = 0; j < V; ++j) acc[j] += zv[j];
+    }
+#pragma unroll
+    for (int j = 0; j < V; ++j) acc[j] = apply_act(acc[j], ap);
+    store_f32<T, V>(y + i * V, acc);
   }
 }
 
@@ -516,14 +561,20 @@ class DepthwiseKernel final : public Kernel {
       const T* zp = z ? static_cast<const T*>(z->raw()) : nullptr;
       const T* xp = static_cast<const T*>(x);
       T* yp = static_cast<T*>(y);
-      const unsigned blocks = grid_for(total_);
+      constexpr int V = kVec<T>;
+      const bool vec = nhwc_ && geom_.mult == 1 && geom_.M % V == 0 && aligned16(xp) && aligned16(yp) &&
+                       aligned16(w) && (!bp || aligned16(bp)) && (!zp || aligned16(zp));
+      const int64_t threads = vec ? total_ / V : total_;
+      const unsigned blocks = grid_for(threads);
       if (small_index_) {
-        const int32_t n = static_cast<int32_t>(total_);
-        if (nhwc_) depthwise_nhwc_kernel<T, int32_t><<<blocks, 256, 0, stream>>>(xp, w, bp, zp, yp, n, geom_, ap);
+        const int32_t n = static_cast<int32_t>(threads);
+        if (vec) depthwise_nhwc_kernel<T, int32_t, V><<<blocks, 256, 0, stream>>>(xp, w, bp, zp, yp, n, geom_, ap);
+        else if (nhwc_) depthwise_nhwc_kernel<T, int32_t, 1><<<blocks, 256, 0, stream>>>(xp, w, bp, zp, yp, n, geom_, ap);
         else depthwise_nchw_kernel<T, int32_t><<<blocks, 256, 0, stream>>>(xp, w, bp, zp, yp, n, geom_, ap);
       } else {
-        if (nhwc_) depthwise_nhwc_kernel<T, int64_t><<<blocks, 256, 0, stream>>>(xp, w, bp, zp, yp, total_, geom_, ap);
-        else depthwise_nchw_kernel<T, int64_t><<<blocks, 256, 0, stream>>>(xp, w, bp, zp, yp, total_, geom_, ap);
+        if (vec) depthwise_nhwc_kernel<T, int64_t, V><<<blocks, 256, 0, stream>>>(xp, w, bp, zp, yp, threads, geom_, ap);
+        else if (nhwc_) depthwise_nhwc_kernel<T, int64_t, 1><<<blocks, 256, 0, stream>>>(xp, w, bp, zp, yp, threads, geom_, ap);
+        else depthwise_nchw_kernel<T, int64_t><<<blocks, 256, 0, stream>>>(xp, w, bp, zp, yp, threads, geom_, ap);
       }
       KILN_CUDA_LAUNCH_CHECK("kiln_cuda_depthwise");
       return Status::ok();
@@ -575,7 +626,9 @@ struct PoolGeom {
   bool count_pad;
 };
 
-template <typename T, bool kMax, typename I>
+// One thread per output element, or (channels-last, V > 1) per V consecutive channels of
+// one output position: C % V == 0 and X, Y 16-byte aligned.
+template <typename T, bool kMax, typename I, int V>
 __global__ void pool_kernel(const T* __restrict__ x, T* __restrict__ y, I total, PoolGeom g) {
   const I C = static_cast<I>(g.C);
   I in[3], out[3], k[3], st[3], dl[3], pb[3], pe[3];
@@ -594,8 +647,8 @@ __global__ void pool_kernel(const T* __restrict__ x, T* __restrict__ y, I total,
        i += static_cast<I>(gridDim.x) * blockDim.x) {
     I t = i, c = 0, o[3];
     if (g.nhwc) {
-      c = t % C;
-      t /= C;
+      c = (t % (C / V)) * V;
+      t /= C / V;
     }
     o[2] = t % out[2];
     t /= out[2];
@@ -609,7 +662,9 @@ __global__ void pool_kernel(const T* __restrict__ x, T* __restrict__ y, I total,
     }
     const I n = t;
     const T* xb = g.nhwc ? x + n * sp_total * C + c : x + (n * C + c) * sp_total;
-    float best = 0.0f, sum = 0.0f;
+    float best[V], sum[V];
+#pragma unroll
+    for (int j = 0; j < V; ++j) best[j] = sum[j] = 0.0f;
     bool any = false;
     I count = 0, padded = 0;
     for (I k0 = 0; k0 < k[0]; ++k0) {
@@ -626,24 +681,31 @@ __global__ void pool_kernel(const T* __restrict__ x, T* __restrict__ y, I total,
           const bool inside = in1 && c2 >= 0 && c2 < in[2];
           if (pad1 && c2 >= -pb[2] && c2 < in[2] + pe[2]) ++padded;
           if (!inside) continue;
-          const float v = to_f32(xr[c2 * cstride]);
-          if (kMax) {
-            if (!any || v > best) best = v;  // the reference: first tap, then strictly greater
-          } else {
-            sum += v;
+          float v[V];
+          load_f32<T, V>(xr + c2 * cstride, v);
+#pragma unroll
+          for (int j = 0; j < V; ++j) {
+            if (kMax) {
+              if (!any || v[j] > best[j]) best[j] = v[j];  // the reference: first tap, then strictly greater
+            } else {
+              sum[j] += v[j];
+            }
           }
           any = true;
           ++count;
         }
       }
     }
-    float r;
-    if (kMax) {
-      r = any ? best : 0.0f;
-    } else {
-      r = sum / static_cast<float>(g.count_pad ? padded : count);
+    float r[V];
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      if (kMax) {
+        r[j] = any ? best[j] : 0.0f;
+      } else {
+        r[j] = sum[j] / static_cast<float>(g.count_pad ? padded : count);
+      }
     }
-    y[i] = from_f32<T>(r);
+    store_f32<T, V>(y + static_cast<int64_t>(i) * V, r);
   }
 }
 
@@ -795,14 +857,28 @@ class PoolKernel final : public Kernel {
           else global_pool_nhwc_kernel<T, false><<<grid, block, 0, stream>>>(xp, yp, C_, sp_);
         }
       } else {
-        const unsigned blocks = grid_for(total_);
-        if (small_index_) {
-          const int32_t n = static_cast<int32_t>(total_);
-          if (mx) pool_kernel<T, true, int32_t><<<blocks, 256, 0, stream>>>(xp, yp, n, geom_);
-          else pool_kernel<T, false, int32_t><<<blocks, 256, 0, stream>>>(xp, yp, n, geom_);
+        constexpr int V = kVec<T>;
+        if (nhwc_ && C_ % V == 0 && aligned16(xp) && aligned16(yp)) {
+          const int64_t threads = total_ / V;
+          const unsigned blocks = grid_for(threads);
+          if (small_index_) {
+            const int32_t n = static_cast<int32_t>(threads);
+            if (mx) pool_kernel<T, true, int32_t, V><<<blocks, 256, 0, stream>>>(xp, yp, n, geom_);
+            else pool_kernel<T, false, int32_t, V><<<blocks, 256, 0, stream>>>(xp, yp, n, geom_);
+          } else {
+            if (mx) pool_kernel<T, true, int64_t, V><<<blocks, 256, 0, stream>>>(xp, yp, threads, geom_);
+            else pool_kernel<T, false, int64_t, V><<<blocks, 256, 0, stream>>>(xp, yp, threads, geom_);
+          }
         } else {
-          if (mx) pool_kernel<T, true, int64_t><<<blocks, 256, 0, stream>>>(xp, yp, total_, geom_);
-          else pool_kernel<T, false, int64_t><<<blocks, 256, 0, stream>>>(xp, yp, total_, geom_);
+          const unsigned blocks = grid_for(total_);
+          if (small_index_) {
+            const int32_t n = static_cast<int32_t>(total_);
+            if (mx) pool_kernel<T, true, int32_t, 1><<<blocks, 256, 0, stream>>>(xp, yp, n, geom_);
+            else pool_kernel<T, false, int32_t, 1><<<blocks, 256, 0, stream>>>(xp, yp, n, geom_);
+          } else {
+            if (mx) pool_kernel<T, true, int64_t, 1><<<blocks, 256, 0, stream>>>(xp, yp, total_, geom_);
+            else pool_kernel<T, false, int64_t, 1><<<blocks, 256, 0, stream>>>(xp, yp, total_, geom_);
+          }
         }
       }
       KILN_CUDA_LAUNCH_CHECK("kiln_cuda_pool");
