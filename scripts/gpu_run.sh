@@ -6,6 +6,7 @@
 #   bench ARGS   bench/gpu_bench.py with the packed kiln
 #   all          tests, conformance and the bench of all five models at batch 1, in one call
 #                that fits the device tool's 10-minute limit (each step time-boxed)
+#   python ARGS  the pytest suite (python/tests) with the module of scripts/devpack_python.sh
 #   profile      kiln alone (CUDA-graph peer only) with `kiln bench --profile` per-op totals:
 #                FP16 at batch 1 and 256/64, NCHW and NHWC convs, and FP32 accuracy at batch 1
 set -uo pipefail
@@ -32,6 +33,9 @@ case "$step" in
     timeout 200 "$0" conformance > "$OUT/all_conformance.txt" 2>&1; grep -E "passed|CUDA kernel" "$OUT/all_conformance.txt"
     timeout 270 "$0" bench --cnn-batches 1 --nlp-batches 1 --peers eager,cudagraph,compile-ro --time-budget-s 240 \
       --out "$OUT/results.json" > "$OUT/all_bench.txt" 2>&1; tail -30 "$OUT/all_bench.txt" ;;
+  python)
+    mkdir -p /tmp/kp/py && tar -C /tmp/kp/py -xJf devpack/py.tar.xz
+    PYTHONPATH=/tmp/kp/py python3 -m pytest -q -rs -p no:cacheprovider python/tests "$@" 2>&1 | tee "$OUT/python.log" | tail -60 ;;
   profile)
     B="python3 bench/gpu_bench.py --kiln $KILN --kiln-profile"
     timeout 200 $B --peers cudagraph --cnn-batches 1,256 --nlp-batches 1,64 --time-budget-s 180 \

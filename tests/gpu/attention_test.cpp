@@ -1,8 +1,9 @@
-// CUDA Attention kernel (kiln_cuda_attention) against the CPU reference kernel: 3-D and 4-D
-// layouts, grouped-query heads, boolean and additive masks (broadcast, short key axis),
-// causal and window masking, softcap, explicit scale, fully masked rows, BERT / GPT-2 /
-// ViT shapes, in float32, float16 and bfloat16. Low-precision runs compare with the
-// float32 reference on the rounded inputs.
+// CUDA Attention kernels (kiln_cuda_attention, and kiln_cuda_flash for float16/bfloat16)
+// against the CPU reference kernel: 3-D and 4-D layouts, grouped-query heads, boolean and
+// additive masks (broadcast, short key axis), causal and window masking, softcap, explicit
+// scale, fully masked rows, BERT / GPT-2 / ViT shapes, in float32, float16 and bfloat16.
+// Low-precision runs compare with the float32 reference on the rounded inputs.
+#include <cstdio>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -21,6 +22,22 @@ using kiln::fast::TensorShape;
 namespace kiln::testing::gpu {
 namespace {
 
+constexpr const char* kAttn = "kiln_cuda_attention";
+constexpr const char* kFlash = "kiln_cuda_flash";
+
+// The tactics that run `dt` (the flash kernel is float16/bfloat16 only).
+std::vector<const char*> tactics_for(DataType dt) {
+  if (dt == DataType::kFloat32) return {kAttn};
+  return {kAttn, kFlash};
+}
+
+// A fixed seed per case name (FNV-1a), so that a failure reproduces.
+uint32_t seed_of(const std::string& name) {
+  uint32_t h = 2166136261u;
+  for (unsigned char c : name) h = (h ^ c) * 16777619u;
+  return h;
+}
+
 uint32_t fresh_seed() {
   static std::mt19937 gen(std::random_device{}());
   return gen();
@@ -32,7 +49,8 @@ struct Case {
   Dims mask;  // empty: none
   DataType mask_dt = DataType::kFloat32;
   Attributes attrs;
-  bool mask_full_rows = false;  // also mask every key of some rows (bool masks)
+  bool mask_full_rows = false;  // also mask every key of some rows
+  bool fixed_seed = false;      // seed from the name (else a fresh one, printed on failure)
 };
 
 Attributes heads(int64_t qh, int64_t kvh) {
@@ -74,14 +92,14 @@ Tensor make_mask(const Dims& dims, DataType dt, uint32_t seed, bool full_rows) {
   if (full_rows && !dims.empty()) {
     for (int64_t i = 0; i < dims.back() && i < m.size(); ++i) m.data<float>()[i] = -std::numeric_limits<float>::infinity();
   }
-  return m;
+  return dt == DataType::kFloat32 ? m : convert(m, dt);
 }
 
 double tol_for(DataType dt) { return dt == DataType::kFloat32 ? 1e-4 : dt == DataType::kFloat16 ? 2e-2 : 5e-2; }
 
+// Runs case `c` in `dt` on every tactic for `dt` against one reference run.
 void check(const Case& c, DataType dt) {
-  const uint32_t seed = fresh_seed();
-  const std::string what = cat(c.name, " ", dtype_name(dt), " seed ", seed);
+  const uint32_t seed = c.fixed_seed ? seed_of(c.name) : fresh_seed();
   // Moderate magnitudes keep scores in a range where low-precision rounding stays small.
   const float hi = dt == DataType::kFloat32 ? 2.0f : 1.0f;
   const Tensor q32 = random_f32(c.q, seed, 0.25f, hi), k32 = random_f32(c.k, seed + 1, 0.25f, hi),
@@ -96,20 +114,24 @@ void check(const Case& c, DataType dt) {
     kr = to_f32(k);
     vr = to_f32(v);
   }
-  Tensor mask;
+  Tensor mask, mask_ref;
   std::vector<const Tensor*> ins = {&q, &k, &v}, ref_ins = {&qr, &kr, &vr};
   if (!c.mask.empty()) {
     mask = make_mask(c.mask, c.mask_dt, seed + 3, c.mask_full_rows);
+    mask_ref = c.mask_dt == DataType::kBool ? mask.clone() : to_f32(mask);
     ins.push_back(&mask);
-    ref_ins.push_back(&mask);
+    ref_ins.push_back(&mask_ref);
   }
   const std::vector<Tensor> ref = run_ref(Op::Attention, c.attrs, ref_ins);
-  ASSERT_EQ(ref.size(), 1u) << what;
+  ASSERT_EQ(ref.size(), 1u) << c.name;
   const kiln::cuda::LayerSpec spec = make_cuda_spec(Op::Attention, &c.attrs, ins, {dt});
-  CudaRun r = run_cuda("kiln_cuda_attention", spec, ins, {{dt, ref[0].dims()}});
-  ASSERT_TRUE(r.status.is_ok()) << what << ": " << r.status.message();
-  const Tensor got = dt == DataType::kFloat32 ? r.outputs[0].clone() : to_f32(r.outputs[0]);
-  expect_near_tensor(got, ref[0], tol_for(dt), what);
+  for (const char* tactic : tactics_for(dt)) {
+    const std::string what = cat(c.name, " ", dtype_name(dt), " ", tactic, " seed ", seed);
+    CudaRun r = run_cuda(tactic, spec, ins, {{dt, ref[0].dims()}});
+    ASSERT_TRUE(r.status.is_ok()) << what << ": " << r.status.message();
+    const Tensor got = dt == DataType::kFloat32 ? r.outputs[0].clone() : to_f32(r.outputs[0]);
+    expect_near_tensor(got, ref[0], tol_for(dt), what);
+  }
 }
 
 std::vector<Case> common_cases() {
@@ -162,6 +184,72 @@ std::vector<Case> common_cases() {
   return cases;
 }
 
+// Shapes at the flash kernel's edges: partial query/key tiles, 1/2/4-warp blocks (by grid
+// size), Lq != L with and without causal masking, Dk != Dv, padded head sizes, GQA, masks of
+// every kind, fully masked rows, softcap, windows, unaligned (scalar-load) head sizes.
+std::vector<Case> edge_cases() {
+  std::vector<Case> cases;
+  const Attributes none;
+  const Attributes causal = with(none, "is_causal", 1);
+  const DataType f16 = DataType::kFloat16, f32 = DataType::kFloat32, bf16 = DataType::kBFloat16, b8 = DataType::kBool;
+  auto add = [&](Case c) {
+    c.fixed_seed = true;
+    cases.push_back(std::move(c));
+  };
+  add({"bert B=1 4d fp16 mask [B,1,1,S]", {1, 12, 128, 64}, {1, 12, 128, 64}, {1, 12, 128, 64}, {1, 1, 1, 128}, f16, none});
+  add({"bert B=2 3d fp16 mask [B,1,1,S]", {2, 128, 768}, {2, 128, 768}, {2, 128, 768}, {2, 1, 1, 128}, f16,
+       heads(12, 12)});
+  add({"bert B=8 (2-warp blocks) bf16 mask", {8, 12, 128, 64}, {8, 12, 128, 64}, {8, 12, 128, 64}, {8, 1, 1, 128}, bf16,
+       none});
+  add({"bert B=16 (4-warp blocks) fp16 mask", {16, 12, 128, 64}, {16, 12, 128, 64}, {16, 12, 128, 64}, {16, 1, 1, 128},
+       f16, none});
+  add({"gpt2 B=16 causal (4-warp blocks)", {16, 128, 768}, {16, 128, 768}, {16, 128, 768}, {}, f32,
+       with(heads(12, 12), "is_causal", 1)});
+  add({"S=77", {1, 12, 77, 64}, {1, 12, 77, 64}, {1, 12, 77, 64}, {}, f32, none});
+  add({"vit S=197 B=2 3d", {2, 197, 768}, {2, 197, 768}, {2, 197, 768}, {}, f32, heads(12, 12)});
+  add({"lq<l", {1, 4, 40, 64}, {1, 4, 150, 64}, {1, 4, 150, 64}, {}, f32, none});
+  add({"lq>l", {1, 4, 150, 32}, {1, 4, 40, 32}, {1, 4, 40, 32}, {}, f32, none});
+  add({"causal lq<l", {1, 4, 37, 64}, {1, 4, 130, 64}, {1, 4, 130, 64}, {}, f32, causal});
+  add({"causal lq>l", {1, 4, 130, 64}, {1, 4, 37, 64}, {1, 4, 37, 64}, {}, f32, causal});
+  add({"dk 64 dv 32", {2, 4, 70, 64}, {2, 4, 90, 64}, {2, 4, 90, 32}, {}, f32, none});
+  add({"dk 32 dv 64 causal", {2, 4, 70, 32}, {2, 4, 90, 32}, {2, 4, 90, 64}, {}, f32, causal});
+  add({"head 80", {1, 4, 100, 80}, {1, 4, 100, 80}, {1, 4, 100, 80}, {}, f32, none});
+  add({"head 96 causal", {1, 2, 70, 96}, {1, 2, 70, 96}, {1, 2, 70, 96}, {}, f32, causal});
+  add({"head 112 3d", {1, 50, 2 * 112}, {1, 66, 2 * 112}, {1, 66, 2 * 112}, {}, f32, heads(2, 2)});
+  add({"head 48 mask", {2, 3, 33, 48}, {2, 3, 65, 48}, {2, 3, 65, 48}, {2, 3, 33, 65}, f32, none});
+  add({"head 20 (scalar loads)", {1, 3, 70, 20}, {1, 3, 70, 20}, {1, 3, 70, 20}, {}, f32, causal});
+  add({"head 8 dv 12 (scalar loads)", {2, 2, 19, 8}, {2, 2, 75, 8}, {2, 2, 75, 12}, {}, f32, none});
+  add({"gqa 8/2", {2, 8, 100, 64}, {2, 2, 100, 64}, {2, 2, 100, 64}, {}, f32, none});
+  add({"gqa 8/2 causal 3d mask", {2, 100, 8 * 64}, {2, 100, 2 * 64}, {2, 100, 2 * 64}, {2, 8, 100, 100}, b8,
+       with(heads(8, 2), "is_causal", 1)});
+  Case full16{"fully masked row (fp16 mask)", {1, 2, 77, 64}, {1, 2, 77, 64}, {1, 2, 77, 64}, {1, 1, 77, 77}, f16, none};
+  full16.mask_full_rows = true;
+  add(full16);
+  Case fullb{"fully masked rows (bool, 2 key tiles)", {1, 2, 70, 64}, {1, 2, 130, 64}, {1, 2, 130, 64}, {1, 2, 70, 130},
+             b8, none};
+  fullb.mask_full_rows = true;
+  add(fullb);
+  Case fullbatch{"fully masked batch ([B,1,1,S] mask)", {2, 4, 50, 32}, {2, 4, 50, 32}, {2, 4, 50, 32}, {2, 1, 1, 50},
+                 f16, none};
+  fullbatch.mask_full_rows = true;  // every key of batch 0
+  add(fullbatch);
+  add({"short mask key axis, 5 key tiles", {1, 2, 40, 64}, {1, 2, 300, 64}, {1, 2, 300, 64}, {1, 1, 40, 250}, f32, none});
+  add({"per-head mask", {2, 4, 65, 32}, {2, 4, 65, 32}, {2, 4, 65, 32}, {1, 4, 65, 65}, f32, none});
+  add({"bf16 mask + causal", {1, 4, 90, 64}, {1, 4, 90, 64}, {1, 4, 90, 64}, {1, 1, 90, 90}, bf16, causal});
+  add({"softcap causal", {1, 4, 100, 64}, {1, 4, 100, 64}, {1, 4, 100, 64}, {}, f32,
+       withf(causal, "softcap", 5.0f)});
+  add({"softcap + mask", {2, 128, 256}, {2, 128, 256}, {2, 128, 256}, {2, 1, 1, 128}, f16,
+       withf(heads(4, 4), "softcap", 3.0f)});
+  add({"window", {1, 4, 200, 64}, {1, 4, 200, 64}, {1, 4, 200, 64}, {}, f32,
+       with(with(none, "left_window_size", 30), "right_window_size", 10)});
+  add({"window left + causal + mask", {1, 2, 150, 32}, {1, 2, 150, 32}, {1, 2, 150, 32}, {1, 1, 150, 150}, f32,
+       with(causal, "left_window_size", 70)});
+  add({"window right only, lq<l", {1, 2, 50, 64}, {1, 2, 200, 64}, {1, 2, 200, 64}, {}, f32,
+       with(none, "right_window_size", 66)});
+  add({"explicit scale", {1, 4, 70, 64}, {1, 4, 70, 64}, {1, 4, 70, 64}, {}, f32, withf(none, "scale", 0.05f)});
+  return cases;
+}
+
 TEST(CudaAttention, Float32MatchesReference) {
   KILN_REQUIRE_GPU();
   for (const Case& c : common_cases()) check(c, DataType::kFloat32);
@@ -177,6 +265,21 @@ TEST(CudaAttention, BFloat16MatchesReference) {
   for (const Case& c : common_cases()) check(c, DataType::kBFloat16);
 }
 
+TEST(CudaAttention, Float16EdgeCases) {
+  KILN_REQUIRE_GPU();
+  for (const Case& c : edge_cases()) check(c, DataType::kFloat16);
+}
+
+TEST(CudaAttention, BFloat16EdgeCases) {
+  KILN_REQUIRE_GPU();
+  for (const Case& c : edge_cases()) check(c, DataType::kBFloat16);
+}
+
+TEST(CudaAttention, Float32EdgeCases) {
+  KILN_REQUIRE_GPU();
+  for (const Case& c : edge_cases()) check(c, DataType::kFloat32);
+}
+
 TEST(CudaAttention, Float16MaskDtype) {
   KILN_REQUIRE_GPU();
   // A float16 additive mask with float16 Q/K/V (the mask is rounded like the reference's).
@@ -189,20 +292,25 @@ TEST(CudaAttention, Float16MaskDtype) {
   const Attributes none;
   const std::vector<Tensor> ref = run_ref(Op::Attention, none, {&qr, &kr, &vr, &mr});
   std::vector<const Tensor*> ins = {&q, &k, &v, &m};
-  CudaRun r = run_cuda("kiln_cuda_attention", make_cuda_spec(Op::Attention, &none, ins, {DataType::kFloat16}), ins,
-                       {{DataType::kFloat16, ref[0].dims()}});
-  ASSERT_TRUE(r.status.is_ok()) << r.status.message();
-  expect_near_tensor(to_f32(r.outputs[0]), ref[0], 2e-2, cat("fp16 mask seed ", seed));
+  for (const char* tactic : tactics_for(DataType::kFloat16)) {
+    CudaRun r = run_cuda(tactic, make_cuda_spec(Op::Attention, &none, ins, {DataType::kFloat16}), ins,
+                         {{DataType::kFloat16, ref[0].dims()}});
+    ASSERT_TRUE(r.status.is_ok()) << tactic << ": " << r.status.message();
+    expect_near_tensor(to_f32(r.outputs[0]), ref[0], 2e-2, cat("fp16 mask ", tactic, " seed ", seed));
+  }
 }
 
 TEST(CudaAttention, EmptyIsNoOp) {
   KILN_REQUIRE_GPU();
-  Tensor q(DataType::kFloat32, {0, 2, 5, 8}), k(DataType::kFloat32, {0, 2, 5, 8}), v(DataType::kFloat32, {0, 2, 5, 8});
-  const Attributes none;
-  std::vector<const Tensor*> ins = {&q, &k, &v};
-  CudaRun r = run_cuda("kiln_cuda_attention", make_cuda_spec(Op::Attention, &none, ins, {DataType::kFloat32}), ins,
-                       {{DataType::kFloat32, {0, 2, 5, 8}}});
-  ASSERT_TRUE(r.status.is_ok()) << r.status.message();
+  for (DataType dt : {DataType::kFloat32, DataType::kFloat16}) {
+    Tensor q(dt, {0, 2, 5, 8}), k(dt, {0, 2, 5, 8}), v(dt, {0, 2, 5, 8});
+    const Attributes none;
+    std::vector<const Tensor*> ins = {&q, &k, &v};
+    for (const char* tactic : tactics_for(dt)) {
+      CudaRun r = run_cuda(tactic, make_cuda_spec(Op::Attention, &none, ins, {dt}), ins, {{dt, {0, 2, 5, 8}}});
+      ASSERT_TRUE(r.status.is_ok()) << tactic << ": " << r.status.message();
+    }
+  }
 }
 
 TEST(CudaAttention, RejectsWhatItCannotDo) {
@@ -243,6 +351,99 @@ TEST(CudaAttention, RejectsWhatItCannotDo) {
   CudaRun r = run_cuda("kiln_cuda_attention", make_cuda_spec(Op::Attention, &none, ins, {DataType::kFloat32}), ins,
                        {{DataType::kFloat32, {1, 1, 4, 160}}});
   EXPECT_FALSE(r.status.is_ok());
+
+  // The flash kernel: float16/bfloat16 only, head sizes up to 128, same layer limits.
+  const auto flash_supports = [](const kiln::cuda::LayerSpec& s) {
+    const kiln::cuda::Tactic* t = cuda_tactic_for(kFlash, s.op);
+    return t && t->supports(s);
+  };
+  EXPECT_FALSE(flash_supports(make_cuda_spec(Op::Attention, &none, {&q, &k, &v}, {DataType::kFloat32})));
+  Tensor q16 = convert(q, DataType::kFloat16), k16 = convert(k, DataType::kFloat16);
+  Tensor qbf = convert(q, DataType::kBFloat16), kbf = convert(k, DataType::kBFloat16), vbf = convert(v, DataType::kBFloat16);
+  EXPECT_TRUE(flash_supports(make_cuda_spec(Op::Attention, &none, {&q16, &k16, &v16}, {DataType::kFloat16})));
+  EXPECT_TRUE(flash_supports(make_cuda_spec(Op::Attention, &none, {&qbf, &kbf, &vbf}, {DataType::kBFloat16})));
+  EXPECT_FALSE(flash_supports(make_cuda_spec(Op::Attention, &none, {&q16, &k16, &vbf}, {DataType::kFloat16})));
+  Tensor past16 = convert(past, DataType::kFloat16);
+  EXPECT_FALSE(flash_supports(
+      make_cuda_spec(Op::Attention, &none, {&q16, &k16, &v16, nullptr, &past16, &past16}, {DataType::kFloat16})));
+  Tensor qb16 = convert(qb, DataType::kFloat16);
+  std::vector<const Tensor*> ins16 = {&qb16, &qb16, &qb16};
+  CudaRun r16 = run_cuda(kFlash, make_cuda_spec(Op::Attention, &none, ins16, {DataType::kFloat16}), ins16,
+                         {{DataType::kFloat16, {1, 1, 4, 160}}});
+  EXPECT_FALSE(r16.status.is_ok());
+}
+
+// Microseconds per call of `tactic` on device copies of `ins` (-1 if it cannot run them).
+double time_us(const char* tactic, const Attributes& at, const std::vector<const Tensor*>& ins, const TensorShape& out) {
+  const kiln::cuda::LayerSpec spec = make_cuda_spec(Op::Attention, &at, ins, {out.dtype});
+  const kiln::cuda::Tactic* t = cuda_tactic_for(tactic, Op::Attention);
+  if (!t || !t->supports(spec)) return -1;
+  auto k = t->create(spec);
+  if (!k.is_ok()) return -1;
+  std::vector<TensorShape> in_shapes;
+  for (const Tensor* x : ins) in_shapes.push_back({x->dtype(), x->dims()});
+  size_t ws = 0;
+  if (!(*k)->prepare(in_shapes, {out}, &ws).is_ok()) return -1;
+  std::vector<kiln::cuda::DeviceBuffer> bufs(ins.size());
+  std::vector<Tensor> views(ins.size());
+  std::vector<const Tensor*> ptrs;
+  for (size_t i = 0; i < ins.size(); ++i) {
+    if (!bufs[i].upload(ins[i]->raw(), ins[i]->nbytes()).is_ok()) return -1;
+    views[i] = Tensor::wrap(ins[i]->dtype(), ins[i]->dims(), bufs[i].get());
+    ptrs.push_back(&views[i]);
+  }
+  kiln::cuda::DeviceBuffer ob, wsb;
+  if (!ob.reserve(static_cast<size_t>(num_elements(out.dims)) * dtype_size(out.dtype)).is_ok()) return -1;
+  if (!wsb.reserve(ws ? ws : 1).is_ok()) return -1;
+  Tensor ov = Tensor::wrap(out.dtype, out.dims, ob.get());
+  for (int i = 0; i < 5; ++i) {
+    if (!(*k)->enqueue(ptrs, {&ov}, wsb.get(), nullptr).is_ok()) return -1;
+  }
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  const int reps = 50;
+  cudaEventRecord(e0);
+  for (int i = 0; i < reps; ++i) (void)(*k)->enqueue(ptrs, {&ov}, wsb.get(), nullptr);
+  cudaEventRecord(e1);
+  cudaEventSynchronize(e1);
+  float ms = 0;
+  cudaEventElapsedTime(&ms, e0, e1);
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  return 1000.0 * ms / reps;
+}
+
+// Speed of both tactics at BERT-base, ViT-B/16 and GPT-2 small shapes (prints, never
+// asserts; run with --gtest_also_run_disabled_tests).
+TEST(CudaAttention, DISABLED_Timing) {
+  KILN_REQUIRE_GPU();
+  struct Shape {
+    const char* name;
+    int64_t S;
+    bool mask, causal;
+  };
+  const Shape shapes[] = {{"BERT-base S=128 + [B,1,1,S] fp16 mask", 128, true, false},
+                          {"ViT-B/16 S=197", 197, false, false},
+                          {"GPT-2 S=128 causal", 128, false, true}};
+  for (DataType dt : {DataType::kFloat16, DataType::kBFloat16}) {
+    for (const Shape& sh : shapes) {
+      for (int64_t B : {int64_t{1}, int64_t{64}}) {
+        const Dims d = {B, 12, sh.S, 64};
+        Tensor q = convert(random_f32(d, 1, 0.25f, 1.0f), dt), k = convert(random_f32(d, 2, 0.25f, 1.0f), dt),
+               v = convert(random_f32(d, 3), dt);
+        Tensor m = make_mask({B, 1, 1, sh.S}, DataType::kFloat16, 4, false);
+        std::vector<const Tensor*> ins = {&q, &k, &v};
+        if (sh.mask) ins.push_back(&m);
+        const Attributes at = sh.causal ? with(Attributes{}, "is_causal", 1) : Attributes{};
+        std::printf("%-40s %s B=%-3lld", sh.name, dtype_name(dt), static_cast<long long>(B));
+        for (const char* tactic : {kAttn, kFlash}) {
+          std::printf("  %s %8.2f us", tactic, time_us(tactic, at, ins, {dt, d}));
+        }
+        std::printf("\n");
+      }
+    }
+  }
 }
 
 }  // namespace

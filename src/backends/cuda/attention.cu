@@ -20,6 +20,10 @@
 //                          CUDA-core math.
 // Head sizes up to 128; Key tiles entirely excluded by causal/window/mask-length limits of
 // the block's rows are skipped.
+//
+// The faster float16/bfloat16 tactic "kiln_cuda_flash" (attention_flash.cu) computes the same
+// function; the parameters, the score/bias helpers and the host-side setup both use are in
+// attention_common.cuh (defined here). Both tactics are registered here, the flash one first.
 #include <cuda_runtime.h>
 #include <mma.h>
 
@@ -31,97 +35,17 @@
 #include <type_traits>
 #include <vector>
 
+#include "backends/cuda/attention_common.cuh"
 #include "backends/cuda/cuda_common.h"
 #include "backends/cuda/cuda_kernel.h"
 
 namespace kiln::cuda {
 
+namespace attn {
+
 namespace {
 
-constexpr int kMaxHead = 128;
 constexpr int kBK = 64;  // keys per tile
-
-enum MaskKind : int { kMaskNone = 0, kMaskBool = 1, kMaskF32 = 2, kMaskF16 = 3, kMaskBF16 = 4 };
-
-struct AttnParams {
-  const void* q = nullptr;
-  const void* k = nullptr;
-  const void* v = nullptr;
-  void* y = nullptr;
-  const void* mask = nullptr;
-  int mask_kind = kMaskNone;
-  int64_t ms[4] = {0, 0, 0, 0};  // mask strides over [B, Hq, Lq, L] (0: broadcast)
-  int64_t mask_last = 0;         // mask length along the key axis
-  int64_t B = 0, Hq = 0, Hkv = 0, Lq = 0, L = 0;
-  int Dk = 0, Dv = 0;
-  // Element strides of batch, head and sequence position (3-D and 4-D layouts alike).
-  int64_t q_bs = 0, q_hs = 0, q_rs = 0;
-  int64_t k_bs = 0, k_hs = 0, k_rs = 0;
-  int64_t v_bs = 0, v_hs = 0, v_rs = 0;
-  int64_t y_bs = 0, y_hs = 0, y_rs = 0;
-  float sqrt_scale = 1.0f;  // rounded to the input type in the kernels
-  float softcap = 0.0f;     // 0: none
-  int causal = 0;
-  int64_t left = -1, right = -1;  // window sizes (-1: unbounded)
-  bool vec = false;               // 16-byte loads of Q, K, V rows are aligned
-};
-
-__host__ __device__ __forceinline__ int64_t imin64(int64_t a, int64_t b) { return a < b ? a : b; }
-__host__ __device__ __forceinline__ int64_t imax64(int64_t a, int64_t b) { return a > b ? a : b; }
-
-template <typename T>
-__device__ __forceinline__ float round_t(float x) {
-  return to_f32(from_f32<T>(x));
-}
-
-// The additive bias of score (i, j), rounded to T as the reference does: the mask value
-// (bool: 0 or -inf; a key beyond the mask's key axis: -inf) plus -inf where causal or
-// window masking excludes the key.
-template <typename T>
-__device__ __forceinline__ float attn_bias(const AttnParams& p, int64_t b, int64_t h, int64_t i, int64_t j) {
-  float bv = 0.0f;
-  if (p.mask_kind != kMaskNone) {
-    if (j >= p.mask_last) {
-      bv = -INFINITY;
-    } else {
-      const int64_t off = b * p.ms[0] + h * p.ms[1] + i * p.ms[2] + j * p.ms[3];
-      switch (p.mask_kind) {
-        case kMaskBool: bv = static_cast<const uint8_t*>(p.mask)[off] ? 0.0f : -INFINITY; break;
-        case kMaskF32: bv = static_cast<const float*>(p.mask)[off]; break;
-        case kMaskF16: bv = __half2float(static_cast<const __half*>(p.mask)[off]); break;
-        default: bv = __bfloat162float(static_cast<const __nv_bfloat16*>(p.mask)[off]); break;
-      }
-    }
-  }
-  if (p.causal && j > i) bv += -INFINITY;
-  if (p.left >= 0 || p.right >= 0) {
-    const int64_t diff = i - j;
-    const bool allowed = (p.left < 0 || diff <= p.left) && (p.right < 0 || -diff <= p.right);
-    if (!allowed) bv += -INFINITY;
-  }
-  return round_t<T>(bv);
-}
-
-// Final score of a raw dot product `acc` (already including the sqrt(scale) factors).
-template <typename T>
-__device__ __forceinline__ float attn_score(const AttnParams& p, float acc, float bias) {
-  float s = round_t<T>(acc);
-  if (p.softcap > 0.0f) s = round_t<T>(round_t<T>(tanhf(round_t<T>(s / p.softcap))) * p.softcap);
-  return round_t<T>(s + bias);
-}
-
-// Key range [kbeg, kend) that rows [q0, q_hi) can attend to (outside it every bias is -inf).
-__device__ __forceinline__ void key_range(const AttnParams& p, int64_t q0, int64_t q_hi, int64_t* kbeg,
-                                          int64_t* kend) {
-  int64_t e = p.L;
-  if (p.mask_kind != kMaskNone) e = imin64(e, p.mask_last);
-  if (p.causal) e = imin64(e, q_hi);
-  if (p.right >= 0) e = imin64(e, q_hi + p.right);
-  int64_t s = 0;
-  if (p.left >= 0) s = imax64(0, q0 - p.left);
-  *kbeg = s;
-  *kend = e;
-}
 
 template <typename T, int V>
 struct alignas(sizeof(T) * V) Vec {
@@ -462,34 +386,6 @@ bool softmax_precision_ok(const Attributes& a, DataType dt) {
   return sp == 1 || sp == 11 || sp == static_cast<int64_t>(dt);
 }
 
-bool attention_supports(const LayerSpec& spec) {
-  if (spec.op != Op::Attention) return false;
-  const size_t nin = spec.input_dtypes.size();
-  if (nin < 3 || nin > 7) return false;
-  const DataType dt = spec.input_dtype(0);
-  if (!is_cuda_float(dt) || spec.input_dtype(1) != dt || spec.input_dtype(2) != dt) return false;
-  const DataType mdt = spec.input_dtype(3);
-  if (mdt != DataType::kUndefined && mdt != DataType::kBool && !is_cuda_float(mdt)) return false;
-  for (size_t i = 4; i < nin; ++i) {
-    if (spec.has_input(i)) return false;  // past_key, past_value, nonpad_kv_seqlen
-  }
-  if (spec.output_dtypes.empty() || spec.output_dtypes.size() > 4 || spec.output_dtype(0) != dt) return false;
-  for (size_t i = 1; i < spec.output_dtypes.size(); ++i) {
-    if (spec.wants_output(i)) return false;  // present_key/value, qk_matmul_output
-  }
-  const Attributes& a = spec.attributes();
-  const int64_t causal = a.get_int("is_causal", 0), mode = a.get_int("qk_matmul_output_mode", 0);
-  if ((causal != 0 && causal != 1) || mode < 0 || mode > 3) return false;
-  const float softcap = a.get_float("softcap", 0.0f);
-  if (!std::isfinite(softcap) || softcap < 0) return false;
-  if (a.has("scale")) {
-    const float s = a.get_float("scale", 1.0f);
-    if (!std::isfinite(s) || s < 0) return false;
-  }
-  if (a.get_int("left_window_size", -1) < -1 || a.get_int("right_window_size", -1) < -1) return false;
-  return softmax_precision_ok(a, dt);
-}
-
 Dims contiguous(const Dims& d) {
   Dims s(d.size(), 1);
   for (size_t i = d.size(); i-- > 1;) s[i - 1] = s[i] * d[i];
@@ -498,131 +394,14 @@ Dims contiguous(const Dims& d) {
 
 class AttentionKernel final : public Kernel {
  public:
-  explicit AttentionKernel(const LayerSpec& spec) : dt_(spec.input_dtype(0)), mask_dt_(spec.input_dtype(3)) {
-    const Attributes& a = spec.attributes();
-    has_qh_ = a.has("q_num_heads");
-    has_kvh_ = a.has("kv_num_heads");
-    qh_attr_ = a.get_int("q_num_heads", 0);
-    kvh_attr_ = a.get_int("kv_num_heads", 0);
-    causal_ = static_cast<int>(a.get_int("is_causal", 0));
-    has_scale_ = a.has("scale");
-    scale_attr_ = a.get_float("scale", 1.0f);
-    softcap_ = a.get_float("softcap", 0.0f);
-    left_ = a.get_int("left_window_size", -1);
-    right_ = a.get_int("right_window_size", -1);
-  }
+  explicit AttentionKernel(const LayerSpec& spec) : dt_(spec.input_dtype(0)), attrs_(attention_attrs(spec)) {}
 
   Status prepare(const std::vector<TensorShape>& in, const std::vector<TensorShape>& out,
                  size_t* workspace) override {
     *workspace = 0;
-    if (in.size() < 3 || out.empty()) return invalid_argument("Attention: missing inputs");
-    const Dims& q = in[0].dims;
-    const Dims& k = in[1].dims;
-    const Dims& v = in[2].dims;
-    if (!(q.size() == 3 || q.size() == 4) || k.size() != q.size() || v.size() != q.size()) {
-      return invalid_argument("Attention: Q, K, V must all have rank 3 or 4");
-    }
     AttnParams& p = p_;
-    p = AttnParams{};
-    const bool is3d = q.size() == 3;
-    if (is3d) {
-      if (!has_qh_ || !has_kvh_ || qh_attr_ <= 0 || kvh_attr_ <= 0) {
-        return invalid_argument("Attention: 3D inputs need positive q_num_heads and kv_num_heads");
-      }
-      p.B = q[0];
-      p.Hq = qh_attr_;
-      p.Hkv = kvh_attr_;
-      p.Lq = q[1];
-      p.L = k[1];
-      if (q[2] % p.Hq != 0 || k[2] % p.Hkv != 0 || v[2] % p.Hkv != 0) {
-        return invalid_argument("Attention: hidden sizes not divisible by the head counts");
-      }
-      const int64_t dk = q[2] / p.Hq;
-      if (k[2] / p.Hkv != dk) return invalid_argument("Attention: Q and K head sizes differ");
-      if (k[0] != p.B || v[0] != p.B || v[1] != p.L) return invalid_argument("Attention: K/V shapes disagree with Q");
-      p.Dk = static_cast<int>(imin64(dk, kMaxHead + 1));
-      p.Dv = static_cast<int>(imin64(v[2] / p.Hkv, kMaxHead + 1));
-      if (dk > kMaxHead || v[2] / p.Hkv > kMaxHead) return unsupported("kiln_cuda_attention: head size over 128");
-      p.q_bs = p.Lq * p.Hq * dk;
-      p.q_hs = dk;
-      p.q_rs = p.Hq * dk;
-      p.k_bs = p.L * p.Hkv * dk;
-      p.k_hs = dk;
-      p.k_rs = p.Hkv * dk;
-      p.v_bs = p.L * p.Hkv * p.Dv;
-      p.v_hs = p.Dv;
-      p.v_rs = p.Hkv * p.Dv;
-      p.y_bs = p.Lq * p.Hq * p.Dv;
-      p.y_hs = p.Dv;
-      p.y_rs = p.Hq * p.Dv;
-    } else {
-      p.B = q[0];
-      p.Hq = q[1];
-      p.Lq = q[2];
-      p.Hkv = k[1];
-      p.L = k[2];
-      if (k[0] != p.B || v[0] != p.B || k[3] != q[3] || v[1] != p.Hkv || v[2] != p.L) {
-        return invalid_argument("Attention: K/V shapes disagree with Q");
-      }
-      if (has_qh_ && qh_attr_ != p.Hq) return invalid_argument("Attention: q_num_heads disagrees with Q");
-      if (has_kvh_ && kvh_attr_ != p.Hkv) return invalid_argument("Attention: kv_num_heads disagrees with K");
-      if (q[3] > kMaxHead || v[3] > kMaxHead) return unsupported("kiln_cuda_attention: head size over 128");
-      p.Dk = static_cast<int>(q[3]);
-      p.Dv = static_cast<int>(v[3]);
-      p.q_bs = p.Hq * p.Lq * p.Dk;
-      p.q_hs = p.Lq * p.Dk;
-      p.q_rs = p.Dk;
-      p.k_bs = p.Hkv * p.L * p.Dk;
-      p.k_hs = p.L * p.Dk;
-      p.k_rs = p.Dk;
-      p.v_bs = p.Hkv * p.L * p.Dv;
-      p.v_hs = p.L * p.Dv;
-      p.v_rs = p.Dv;
-      p.y_bs = p.Hq * p.Lq * p.Dv;
-      p.y_hs = p.Lq * p.Dv;
-      p.y_rs = p.Dv;
-    }
-    if (p.Hkv <= 0 || p.Hq % p.Hkv != 0) return invalid_argument("Attention: q heads not a multiple of kv heads");
-    if (p.Dk <= 0) return unsupported("kiln_cuda_attention: empty head size");
-    const Dims ydims = is3d ? Dims{p.B, p.Lq, p.Hq * p.Dv} : Dims{p.B, p.Hq, p.Lq, p.Dv};
-    if (out[0].dims != ydims) return invalid_argument("Attention: Y shape ", dims_str(out[0].dims), " expected ", dims_str(ydims));
-
-    // Mask, right-aligned against [B, Hq, Lq, L].
-    if (in.size() > 3 && in[3].dtype != DataType::kUndefined) {
-      const Dims& md = in[3].dims;
-      if (md.empty() || md.size() > 4) return invalid_argument("Attention: attn_mask must have rank 1 to 4");
-      switch (in[3].dtype) {
-        case DataType::kBool: p.mask_kind = kMaskBool; break;
-        case DataType::kFloat32: p.mask_kind = kMaskF32; break;
-        case DataType::kFloat16: p.mask_kind = kMaskF16; break;
-        case DataType::kBFloat16: p.mask_kind = kMaskBF16; break;
-        default: return unsupported("kiln_cuda_attention: attn_mask dtype");
-      }
-      const int64_t target[4] = {p.B, p.Hq, p.Lq, p.L};
-      const Dims st = contiguous(md);
-      const int r = static_cast<int>(md.size());
-      for (int d = 0; d < r; ++d) {
-        const int axis = 4 - r + d;
-        const int64_t n = md[static_cast<size_t>(d)];
-        if (axis == 3) {
-          if (n > p.L) return invalid_argument("Attention: attn_mask has more keys than the sequence");
-          p.mask_last = n;
-          p.ms[3] = st[static_cast<size_t>(d)];
-        } else {
-          if (n != 1 && n != target[axis]) return invalid_argument("Attention: attn_mask does not broadcast");
-          p.ms[axis] = n == 1 ? 0 : st[static_cast<size_t>(d)];
-        }
-      }
-    }
-    double scale = has_scale_ ? static_cast<double>(scale_attr_) : 1.0 / std::sqrt(static_cast<double>(p.Dk));
-    p.sqrt_scale = static_cast<float>(std::sqrt(scale));
-    p.softcap = softcap_;
-    p.causal = causal_;
-    p.left = left_;
-    p.right = right_;
+    KILN_RETURN_IF_ERROR(attention_setup("kiln_cuda_attention", attrs_, in, out, &p));
     empty_ = p.B == 0 || p.Hq == 0 || p.Lq == 0 || p.Dv == 0;
-    if (p.B * p.Hq > (int64_t{1} << 40)) return unsupported("kiln_cuda_attention: too many heads");
-
     use_wmma_ = dt_ != DataType::kFloat32;
     if (use_wmma_) {
       smem_ = wmma_layout(p.Dk, p.Dv).total;
@@ -651,17 +430,7 @@ class AttentionKernel final : public Kernel {
                  cudaStream_t stream) override {
     if (empty_) return Status::ok();
     AttnParams p = p_;
-    p.q = in[0]->raw();
-    p.k = in[1]->raw();
-    p.v = in[2]->raw();
-    p.mask = in.size() > 3 && in[3] ? in[3]->raw() : nullptr;
-    if (p.mask_kind != kMaskNone && !p.mask) return invalid_argument("Attention: attn_mask missing");
-    p.y = out[0]->raw();
-    // 16-byte loads: every row start aligned (element strides multiples of 8 halves).
-    auto al = [](const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; };
-    p.vec = dt_ != DataType::kFloat32 && al(p.q) && al(p.k) && al(p.v) && p.q_bs % 8 == 0 && p.q_hs % 8 == 0 &&
-            p.q_rs % 8 == 0 && p.k_bs % 8 == 0 && p.k_hs % 8 == 0 && p.k_rs % 8 == 0 && p.v_bs % 8 == 0 &&
-            p.v_hs % 8 == 0 && p.v_rs % 8 == 0;
+    KILN_RETURN_IF_ERROR(attention_bind(in, out, dt_, &p));
     const int64_t qtiles = (p.Lq + bq_ - 1) / bq_;
     if (qtiles > 0x7fffffffLL) return unsupported("kiln_cuda_attention: sequence too long");
     const dim3 grid(static_cast<unsigned>(qtiles), static_cast<unsigned>(imin64(p.B * p.Hq, 65535)));
@@ -677,12 +446,8 @@ class AttentionKernel final : public Kernel {
   }
 
  private:
-  DataType dt_, mask_dt_;
-  bool has_qh_ = false, has_kvh_ = false, has_scale_ = false;
-  int64_t qh_attr_ = 0, kvh_attr_ = 0;
-  int causal_ = 0;
-  float scale_attr_ = 1.0f, softcap_ = 0.0f;
-  int64_t left_ = -1, right_ = -1;
+  DataType dt_;
+  AttnAttrs attrs_;
   AttnParams p_;
   bool empty_ = true, use_wmma_ = false;
   size_t smem_ = 0;
@@ -696,8 +461,186 @@ Result<std::unique_ptr<Kernel>> attention_create(const LayerSpec& spec) {
 
 }  // namespace
 
+AttnAttrs attention_attrs(const LayerSpec& spec) {
+  const Attributes& a = spec.attributes();
+  AttnAttrs r;
+  r.has_qh = a.has("q_num_heads");
+  r.has_kvh = a.has("kv_num_heads");
+  r.qh = a.get_int("q_num_heads", 0);
+  r.kvh = a.get_int("kv_num_heads", 0);
+  r.causal = static_cast<int>(a.get_int("is_causal", 0));
+  r.has_scale = a.has("scale");
+  r.scale = a.get_float("scale", 1.0f);
+  r.softcap = a.get_float("softcap", 0.0f);
+  r.left = a.get_int("left_window_size", -1);
+  r.right = a.get_int("right_window_size", -1);
+  return r;
+}
+
+bool attention_supports(const LayerSpec& spec) {
+  if (spec.op != Op::Attention) return false;
+  const size_t nin = spec.input_dtypes.size();
+  if (nin < 3 || nin > 7) return false;
+  const DataType dt = spec.input_dtype(0);
+  if (!is_cuda_float(dt) || spec.input_dtype(1) != dt || spec.input_dtype(2) != dt) return false;
+  const DataType mdt = spec.input_dtype(3);
+  if (mdt != DataType::kUndefined && mdt != DataType::kBool && !is_cuda_float(mdt)) return false;
+  for (size_t i = 4; i < nin; ++i) {
+    if (spec.has_input(i)) return false;  // past_key, past_value, nonpad_kv_seqlen
+  }
+  if (spec.output_dtypes.empty() || spec.output_dtypes.size() > 4 || spec.output_dtype(0) != dt) return false;
+  for (size_t i = 1; i < spec.output_dtypes.size(); ++i) {
+    if (spec.wants_output(i)) return false;  // present_key/value, qk_matmul_output
+  }
+  const Attributes& a = spec.attributes();
+  const int64_t causal = a.get_int("is_causal", 0), mode = a.get_int("qk_matmul_output_mode", 0);
+  if ((causal != 0 && causal != 1) || mode < 0 || mode > 3) return false;
+  const float softcap = a.get_float("softcap", 0.0f);
+  if (!std::isfinite(softcap) || softcap < 0) return false;
+  if (a.has("scale")) {
+    const float s = a.get_float("scale", 1.0f);
+    if (!std::isfinite(s) || s < 0) return false;
+  }
+  if (a.get_int("left_window_size", -1) < -1 || a.get_int("right_window_size", -1) < -1) return false;
+  return softmax_precision_ok(a, dt);
+}
+
+Status attention_setup(const char* tactic, const AttnAttrs& a, const std::vector<TensorShape>& in,
+                       const std::vector<TensorShape>& out, AttnParams* pp) {
+  if (in.size() < 3 || out.empty()) return invalid_argument("Attention: missing inputs");
+  const Dims& q = in[0].dims;
+  const Dims& k = in[1].dims;
+  const Dims& v = in[2].dims;
+  if (!(q.size() == 3 || q.size() == 4) || k.size() != q.size() || v.size() != q.size()) {
+    return invalid_argument("Attention: Q, K, V must all have rank 3 or 4");
+  }
+  AttnParams& p = *pp;
+  p = AttnParams{};
+  const bool is3d = q.size() == 3;
+  if (is3d) {
+    if (!a.has_qh || !a.has_kvh || a.qh <= 0 || a.kvh <= 0) {
+      return invalid_argument("Attention: 3D inputs need positive q_num_heads and kv_num_heads");
+    }
+    p.B = q[0];
+    p.Hq = a.qh;
+    p.Hkv = a.kvh;
+    p.Lq = q[1];
+    p.L = k[1];
+    if (q[2] % p.Hq != 0 || k[2] % p.Hkv != 0 || v[2] % p.Hkv != 0) {
+      return invalid_argument("Attention: hidden sizes not divisible by the head counts");
+    }
+    const int64_t dk = q[2] / p.Hq;
+    if (k[2] / p.Hkv != dk) return invalid_argument("Attention: Q and K head sizes differ");
+    if (k[0] != p.B || v[0] != p.B || v[1] != p.L) return invalid_argument("Attention: K/V shapes disagree with Q");
+    p.Dk = static_cast<int>(imin64(dk, kMaxHead + 1));
+    p.Dv = static_cast<int>(imin64(v[2] / p.Hkv, kMaxHead + 1));
+    if (dk > kMaxHead || v[2] / p.Hkv > kMaxHead) return unsupported(tactic, ": head size over 128");
+    p.q_bs = p.Lq * p.Hq * dk;
+    p.q_hs = dk;
+    p.q_rs = p.Hq * dk;
+    p.k_bs = p.L * p.Hkv * dk;
+    p.k_hs = dk;
+    p.k_rs = p.Hkv * dk;
+    p.v_bs = p.L * p.Hkv * p.Dv;
+    p.v_hs = p.Dv;
+    p.v_rs = p.Hkv * p.Dv;
+    p.y_bs = p.Lq * p.Hq * p.Dv;
+    p.y_hs = p.Dv;
+    p.y_rs = p.Hq * p.Dv;
+  } else {
+    p.B = q[0];
+    p.Hq = q[1];
+    p.Lq = q[2];
+    p.Hkv = k[1];
+    p.L = k[2];
+    if (k[0] != p.B || v[0] != p.B || k[3] != q[3] || v[1] != p.Hkv || v[2] != p.L) {
+      return invalid_argument("Attention: K/V shapes disagree with Q");
+    }
+    if (a.has_qh && a.qh != p.Hq) return invalid_argument("Attention: q_num_heads disagrees with Q");
+    if (a.has_kvh && a.kvh != p.Hkv) return invalid_argument("Attention: kv_num_heads disagrees with K");
+    if (q[3] > kMaxHead || v[3] > kMaxHead) return unsupported(tactic, ": head size over 128");
+    p.Dk = static_cast<int>(q[3]);
+    p.Dv = static_cast<int>(v[3]);
+    p.q_bs = p.Hq * p.Lq * p.Dk;
+    p.q_hs = p.Lq * p.Dk;
+    p.q_rs = p.Dk;
+    p.k_bs = p.Hkv * p.L * p.Dk;
+    p.k_hs = p.L * p.Dk;
+    p.k_rs = p.Dk;
+    p.v_bs = p.Hkv * p.L * p.Dv;
+    p.v_hs = p.L * p.Dv;
+    p.v_rs = p.Dv;
+    p.y_bs = p.Hq * p.Lq * p.Dv;
+    p.y_hs = p.Lq * p.Dv;
+    p.y_rs = p.Dv;
+  }
+  if (p.Hkv <= 0 || p.Hq % p.Hkv != 0) return invalid_argument("Attention: q heads not a multiple of kv heads");
+  if (p.Dk <= 0) return unsupported(tactic, ": empty head size");
+  const Dims ydims = is3d ? Dims{p.B, p.Lq, p.Hq * p.Dv} : Dims{p.B, p.Hq, p.Lq, p.Dv};
+  if (out[0].dims != ydims) return invalid_argument("Attention: Y shape ", dims_str(out[0].dims), " expected ", dims_str(ydims));
+
+  // Mask, right-aligned against [B, Hq, Lq, L].
+  if (in.size() > 3 && in[3].dtype != DataType::kUndefined) {
+    const Dims& md = in[3].dims;
+    if (md.empty() || md.size() > 4) return invalid_argument("Attention: attn_mask must have rank 1 to 4");
+    switch (in[3].dtype) {
+      case DataType::kBool: p.mask_kind = kMaskBool; break;
+      case DataType::kFloat32: p.mask_kind = kMaskF32; break;
+      case DataType::kFloat16: p.mask_kind = kMaskF16; break;
+      case DataType::kBFloat16: p.mask_kind = kMaskBF16; break;
+      default: return unsupported(tactic, ": attn_mask dtype");
+    }
+    const int64_t target[4] = {p.B, p.Hq, p.Lq, p.L};
+    const Dims st = contiguous(md);
+    const int r = static_cast<int>(md.size());
+    for (int d = 0; d < r; ++d) {
+      const int axis = 4 - r + d;
+      const int64_t n = md[static_cast<size_t>(d)];
+      if (axis == 3) {
+        if (n > p.L) return invalid_argument("Attention: attn_mask has more keys than the sequence");
+        p.mask_last = n;
+        p.ms[3] = st[static_cast<size_t>(d)];
+      } else {
+        if (n != 1 && n != target[axis]) return invalid_argument("Attention: attn_mask does not broadcast");
+        p.ms[axis] = n == 1 ? 0 : st[static_cast<size_t>(d)];
+      }
+    }
+  }
+  const double scale = a.has_scale ? static_cast<double>(a.scale) : 1.0 / std::sqrt(static_cast<double>(p.Dk));
+  p.sqrt_scale = static_cast<float>(std::sqrt(scale));
+  p.softcap = a.softcap;
+  p.causal = a.causal;
+  p.left = a.left;
+  p.right = a.right;
+  if (p.B * p.Hq > (int64_t{1} << 40)) return unsupported(tactic, ": too many heads");
+  return Status::ok();
+}
+
+Status attention_bind(const std::vector<const Tensor*>& in, const std::vector<Tensor*>& out, DataType dt,
+                      AttnParams* pp) {
+  AttnParams& p = *pp;
+  p.q = in[0]->raw();
+  p.k = in[1]->raw();
+  p.v = in[2]->raw();
+  p.mask = in.size() > 3 && in[3] ? in[3]->raw() : nullptr;
+  if (p.mask_kind != kMaskNone && !p.mask) return invalid_argument("Attention: attn_mask missing");
+  p.y = out[0]->raw();
+  // 16-byte accesses: every row start aligned (element strides multiples of 8 halves).
+  auto al = [](const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; };
+  const bool half = dt != DataType::kFloat32;
+  p.vec = half && al(p.q) && al(p.k) && al(p.v) && p.q_bs % 8 == 0 && p.q_hs % 8 == 0 && p.q_rs % 8 == 0 &&
+          p.k_bs % 8 == 0 && p.k_hs % 8 == 0 && p.k_rs % 8 == 0 && p.v_bs % 8 == 0 && p.v_hs % 8 == 0 &&
+          p.v_rs % 8 == 0;
+  p.y_vec = half && al(p.y) && p.y_bs % 8 == 0 && p.y_hs % 8 == 0 && p.y_rs % 8 == 0;
+  return Status::ok();
+}
+
+}  // namespace attn
+
 void add_attention_tactics(std::vector<Tactic>& out) {
-  out.push_back({"kiln_cuda_attention", Op::Attention, attention_supports, attention_create});
+  // The flash kernel first: without tactic timing it is the one used for float16/bfloat16.
+  out.push_back({"kiln_cuda_flash", Op::Attention, attn::flash_attention_supports, attn::flash_attention_create});
+  out.push_back({"kiln_cuda_attention", Op::Attention, attn::attention_supports, attn::attention_create});
 }
 
 }  // namespace kiln::cuda
