@@ -113,12 +113,16 @@ Status run_device_locked(PyContext& c, const TensorMap& feeds, std::vector<OutPl
   for (OutPlan& p : plans) {
     const std::string& name = p.desc->name;
     KILN_ASSIGN_OR_RETURN(p.dims, ctx.tensor_shape(name));  // sets the context up for these shapes
-    for (int64_t d : p.dims) {
-      if (d < 0) return unsupported("output '", name, "' has a data-dependent shape; a CUDA engine cannot run it");
-    }
-    if (p.how == OutHow::kHost) {
+    if (p.how == OutHow::kHost) {  // any shape: read after the run
       host_copies = true;
       continue;
+    }
+    for (int64_t d : p.dims) {
+      // (Such a context runs on the CPU: ContextImpl::host_mode.)
+      if (d < 0) {
+        return unsupported("output '", name, "' has a data-dependent shape, known only after running: read it as a host "
+                           "copy (output=\"numpy\") instead of a GPU tensor");
+      }
     }
     const size_t bytes = static_cast<size_t>(num_elements(p.dims)) * dtype_size(p.desc->dtype);
     void* dst = nullptr;
@@ -137,7 +141,8 @@ Status run_device_locked(PyContext& c, const TensorMap& feeds, std::vector<OutPl
     if (slot->kind == SlotKind::kConstant || slot->kind == SlotKind::kInput) {
       // kConstant: host data (CUDA engines keep the device copy elsewhere); kInput: the
       // bound device buffer of that input.
-      copies.push_back({dst, slot->t.raw(), bytes, slot->kind == SlotKind::kConstant});
+      // (In host mode every slot is host memory.)
+      copies.push_back({dst, slot->t.raw(), bytes, slot->kind == SlotKind::kConstant || ctx.impl().host_mode});
     } else {
       KILN_RETURN_IF_ERROR(ctx.set_tensor_address(name, dst));
     }
@@ -161,6 +166,7 @@ Status run_device_locked(PyContext& c, const TensorMap& feeds, std::vector<OutPl
     for (OutPlan& p : plans) {
       if (p.how == OutHow::kHost) {
         KILN_ASSIGN_OR_RETURN(p.host, ctx.output(p.desc->name));  // a host copy
+        if (ctx.impl().host_mode) p.host = p.host.clone();           // (there, a view of the context's memory)
       }
     }
     return Status::ok();

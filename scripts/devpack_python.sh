@@ -21,14 +21,16 @@ PYVER=$(basename "$PYINC" | sed 's/python3\.//')
 PLATINC=$(ls -d "$H"/usr/include/x86_64-linux-gnu/python3.* 2>/dev/null | head -1 || true)
 OUTD=devpack/py/kiln
 rm -rf devpack/py && mkdir -p "$OUTD" devpack/py/obj
+pids=()
 for f in python/*.cpp; do
   o=devpack/py/obj/$(basename "$f" .cpp).o
   c++ -DKILN_HAVE_CUDA=1 -DKILN_VERSION=\"$(sed -n 's/^project(kiln VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)\" \
     -DONNX_ML=1 -DONNX_NAMESPACE=onnx -Ipython -Isrc -Iinclude -isystem "$H/include" -isystem "$PYINC" \
-    ${PLATINC:+-isystem "$PLATINC"} -isystem /usr/local/cuda/include -O2 -DNDEBUG -fPIC -fvisibility=hidden \
+    ${PLATINC:+-isystem "$PLATINC"} -isystem "$H/usr/include" -isystem /usr/local/cuda/include -O2 -DNDEBUG -fPIC -fvisibility=hidden \
     -fopenmp -std=c++20 -c "$f" -o "$o" &
+  pids+=($!)
 done
-wait
+for p in "${pids[@]}"; do wait "$p"; done  # any failed compile stops the script
 c++ -shared -fPIC -o "$OUTD/_kiln.cpython-3${PYVER}-x86_64-linux-gnu.so" devpack/py/obj/*.o "$B/libkiln.a" \
   -L/usr/local/cuda/targets/x86_64-linux/lib /usr/lib/x86_64-linux-gnu/libonnx_proto.so.1 \
   /usr/lib/x86_64-linux-gnu/libprotobuf.so /usr/lib/x86_64-linux-gnu/libdnnl.so.2.6 -fopenmp \

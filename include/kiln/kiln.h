@@ -186,7 +186,9 @@ class ExecutionContext {
   // Runs the engine on the bound buffers and waits for it.
   Status execute();
   // Starts the engine on `stream` (a cudaStream_t for CUDA engines, ignored on the CPU,
-  // where it runs before returning).
+  // where it runs before returning). A CUDA context whose graph has a data-dependent shape
+  // runs on the CPU (host mode, docs/cuda.md): it waits for the work already on `stream`
+  // and returns with the outputs in their bound buffers.
   Status enqueue(void* stream);
   // An output after execute: a view of the bound buffer or the context's memory.
   Result<Tensor> output(const std::string& name) const;

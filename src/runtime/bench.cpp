@@ -127,7 +127,9 @@ Result<BenchReport> benchmark(const Engine& e, const TensorMap& feeds, const Ben
                   {"p95", percentile(sorted, 95)},    {"p99", percentile(sorted, 99)},
                   {"max", sorted.back()}};
   r.throughput_qps = static_cast<double>(lat.size()) / r.duration_s;
-  if (cuda) {
+  r.cuda_host_mode = cuda && ctx.impl().host_mode;
+  if (r.cuda_host_mode) r.cpu_fallback_layers = cuda_fallback_layers(ctx.impl());
+  if (cuda && !r.cuda_host_mode) {
     std::sort(gpu.begin(), gpu.end());
     r.gpu_compute_ms = percentile(gpu, 50);
     r.cuda_graph = cuda_uses_graph(ctx.impl());
@@ -197,6 +199,11 @@ nlohmann::json bench_report_json(const BenchReport& r) {
     j["d2h_ms"] = r.d2h_ms;
     j["cuda_graph"] = r.cuda_graph;
     j["cpu_fallback_layers"] = r.cpu_fallback_layers;
+    j["cuda_host_mode"] = false;
+  } else if (r.cuda_host_mode) {
+    j["cuda_graph"] = false;
+    j["cpu_fallback_layers"] = r.cpu_fallback_layers;
+    j["cuda_host_mode"] = true;
   }
   if (r.profiled) {
     nlohmann::json arr = nlohmann::json::array();
@@ -221,6 +228,9 @@ std::string format_bench_report(const BenchReport& r) {
     os << std::fixed << std::setprecision(4) << "GPU (medians, ms): H2D " << r.h2d_ms << "  compute " << r.gpu_compute_ms
        << "  D2H " << r.d2h_ms << "  (CUDA graph " << (r.cuda_graph ? "on" : "off") << ", " << r.cpu_fallback_layers
        << " layer(s) on the CPU)\n" << std::defaultfloat;
+  } else if (r.cuda_host_mode) {
+    os << "GPU: not used: host mode, all " << r.cpu_fallback_layers << " layer(s) ran on the CPU (a data-dependent "
+       << "shape; see the warning above)\n";
   }
   if (r.profiled) {
     os << "Per-layer times (mean of " << r.profiled_runs << " profiled runs; total " << std::fixed << std::setprecision(4)

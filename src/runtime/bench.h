@@ -49,6 +49,9 @@ struct BenchReport {
   double h2d_ms = -1, gpu_compute_ms = -1, d2h_ms = -1;
   bool cuda_graph = false;
   int cpu_fallback_layers = 0;
+  // A CUDA engine whose context runs every layer on the CPU (a data-dependent shape, see
+  // ContextImpl::host_mode): no GPU compute or transfer times then.
+  bool cuda_host_mode = false;
   bool profiled = false;
   int profiled_runs = 0;
   double layers_total_ms = 0;

@@ -37,8 +37,17 @@ Status cuda_attach_kernels(ContextImpl& c, Graph& g);
 // measured on the GPU with events (-1: not measured).
 void cuda_set_graphs(ContextImpl& c, bool on);
 double cuda_last_gpu_ms(const ContextImpl& c);
-// Whether the context replays a CUDA graph, and how many layers run on the CPU.
+// Whether the context replays a CUDA graph, and how many layers run on the CPU (in host
+// mode, ContextImpl::host_mode: every layer).
 bool cuda_uses_graph(const ContextImpl& c);
 int cuda_fallback_layers(const ContextImpl& c);
+
+// Host mode (runtime/cuda_host_mode.cpp). Frees the context's device memory and CUDA graph
+// (kept: handles and streams); queues a copy between host and device memory, its direction
+// following from the addresses, on `stream` (null: the legacy default stream); waits for
+// the work queued on `stream`.
+void cuda_release_device_memory(ContextImpl& c);
+Status cuda_copy(void* dst, const void* src, size_t bytes, void* stream);
+Status cuda_wait(void* stream);
 
 }  // namespace kiln

@@ -47,6 +47,11 @@ std::string layer_key(const Node& n);
 // Whether a value is a plain tensor whose dtype and every dim are known, and those dims.
 bool has_static_shape(const Value* v);
 Dims static_dims(const Value& v);
+// Why a CUDA context cannot plan device memory for graph `g` (specialized to the input
+// shapes): the first node with an input or output whose shape is not known before running
+// (a data-dependent shape, a sequence, a string tensor), as "node 'X' (Op): output 'y' has a
+// data-dependent shape [?, 2]"; "" when every shape is known (runtime/cuda_host_mode.cpp).
+std::string data_dependent_shape_reason(const Graph& g);
 
 // Where a value lives during execution.
 enum class SlotKind { kInput, kConstant, kArena, kBound, kDynamic };
@@ -120,6 +125,12 @@ struct ContextImpl {
   // the runtime compiles without CUDA; kept across setups (handles, streams).
   std::shared_ptr<void> cuda;
   bool use_cuda_graphs = true;  // replay the whole enqueue as one CUDA graph when possible
+  // Host mode: a CUDA context whose graph has a data-dependent shape at the current input
+  // shapes (NonZero, NMS, ...) cannot plan device memory, so it runs every layer with the
+  // CPU kernels, as a CPU engine does, in host memory; bound (device) buffers are copied
+  // in before and out after (runtime/cuda_host_mode.cpp). Decided again at every setup.
+  bool host_mode = false;
+  std::string host_mode_reason;  // data_dependent_shape_reason() of the specialized graph
 
   Status setup();
   Status run_steps();
@@ -128,6 +139,14 @@ struct ContextImpl {
   void plan_lives(std::vector<BufferLife>* lives, std::vector<int>* arena_slots) const;
   Result<Dims> resolved_input_dims(const Value& input) const;
   Status bind_slot(Slot& s, void* data);
+  // Host mode (runtime/cuda_host_mode.cpp): runs the CPU steps after copying bound inputs
+  // from device memory, then copies the outputs to their bound device buffers; orders after
+  // the work already queued on `stream` (null: the legacy default stream) and is complete
+  // on return. Host tensors into the context's input buffers (run(), bench), and an output
+  // (or any value) after a run: a view of the context's host memory.
+  Status run_host_mode(void* stream);
+  Status host_upload_inputs(const std::map<std::string, Tensor>& host);
+  Result<Tensor> host_value(const std::string& name) const;
 };
 
 }  // namespace kiln

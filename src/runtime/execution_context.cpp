@@ -105,6 +105,9 @@ Status ContextImpl::setup() {
   steps.clear();
   slots.clear();
   slot_of.clear();
+  scratch_bytes = 0;
+  host_mode = false;
+  host_mode_reason.clear();
   KILN_ASSIGN_OR_RETURN(spec, import_plan_graph(e->plan, "engine"));
   Graph& g = *spec;
   // 1. Specialize: concrete input shapes, then fold what they decide (Shape -> Gather ->
@@ -116,11 +119,24 @@ Status ContextImpl::setup() {
     for (int64_t x : d) s.push_back(Dim{x, ""});
     in->shape = s;
     in_dims.push_back(d);
+    // An input without elements has no data: its value follows from its shape, so its
+    // users read it as a constant (and fold, when it is all they read).
+    if (num_elements(d) == 0 && !g.is_graph_output(in) && !in->uses().empty()) {
+      Value* c = g.add_constant(g.unique_name(in->name() + "_empty"), Tensor(in->dtype, d));
+      const std::vector<Use> uses = in->uses();
+      for (const Use& u : uses) u.node->set_input(static_cast<size_t>(u.input_index), c);
+    }
   }
   OptimizeOptions oo;
   oo.level = 1;
   oo.verify = false;
   KILN_RETURN_IF_ERROR(optimize_graph(g, oo).status().with_context("specializing the engine to the input shapes: "));
+  // A CUDA context plans device memory before running; a data-dependent shape makes it run
+  // every layer on the CPU instead (host mode, runtime/cuda_host_mode.cpp).
+  if (e->device == DeviceKind::kCUDA) {
+    host_mode_reason = data_dependent_shape_reason(g);
+    host_mode = !host_mode_reason.empty();
+  }
 
   // 2. Slots: where every value lives.
   auto add_slot = [&](Value* v, SlotKind kind) {
@@ -143,16 +159,24 @@ Status ContextImpl::setup() {
     for (Value* o : n->outputs()) {
       if (!o) continue;
       const bool fixed = has_static_shape(o);
-      const bool bound_out = g.is_graph_output(o) && bound.count(o->name());
+      const bool bound_out = !host_mode && g.is_graph_output(o) && bound.count(o->name());
       add_slot(o, !fixed ? SlotKind::kDynamic : bound_out ? SlotKind::kBound : SlotKind::kArena);
       if (fixed) slots.back().dims = static_dims(*o);
     }
   }
 
-  if (e->device == DeviceKind::kCUDA) {
+  if (e->device == DeviceKind::kCUDA && !host_mode) {
+    arena_storage.reset();  // host memory of an earlier setup in host mode
+    arena = nullptr;
+    arena_capacity = 0;
     KILN_RETURN_IF_ERROR(cuda_setup(*this));
     dirty = false;
     return Status::ok();
+  }
+  if (host_mode) {
+    default_logger().log(LogSeverity::kWarning, cat(host_mode_reason, "; CUDA engines plan device memory before running, ",
+                                                    "so this context runs every layer on the CPU"));
+    cuda_release_device_memory(*this);
   }
 
   // 3. One kernel per layer: the plan's tactic if it still applies at these shapes, else
@@ -236,6 +260,11 @@ Status ContextImpl::setup() {
     s.t = Tensor::wrap(s.dtype, s.dims, arena + s.offset);
   }
   for (Slot& s : slots) {
+    if (host_mode) {
+      // Bound buffers are device memory, copied to and from these at each run.
+      if (s.kind == SlotKind::kInput) s.t = Tensor(s.dtype, s.dims);
+      continue;
+    }
     auto b = bound.find(s.name);
     if (b != bound.end() && (s.kind == SlotKind::kInput || s.kind == SlotKind::kBound)) {
       KILN_RETURN_IF_ERROR(bind_slot(s, b->second));
@@ -317,8 +346,10 @@ Status ContextImpl::run_steps() {
     }
     if (step_observer) step_observer(n, st.out_ptrs);
   }
-  // Outputs that are graph inputs or constants, bound to caller memory: copy.
+  // Outputs that are graph inputs or constants, bound to caller memory: copy. (Host mode
+  // copies every bound output to the device after this.)
   for (Value* o : g.outputs()) {
+    if (host_mode) break;
     auto b = bound.find(o->name());
     const Slot& s = slots[static_cast<size_t>(slot_of.at(o))];
     if (b == bound.end() || s.kind == SlotKind::kBound || s.kind == SlotKind::kInput) continue;
@@ -385,7 +416,7 @@ Status ExecutionContext::set_tensor_address(const std::string& name, void* data)
   if (!is_in && !find_desc(c.e->outputs, name)) return invalid_argument("'", name, "' is not an input or output of the engine");
   if (!data) return invalid_argument("'", name, "': null buffer");
   c.bound[name] = data;
-  if (c.dirty) return Status::ok();
+  if (c.dirty || c.host_mode) return Status::ok();  // host mode: copied at each run
   Value* v = c.spec->find_value(name);
   Slot& s = c.slots[static_cast<size_t>(c.slot_of.at(v))];
   if (s.kind == SlotKind::kArena) s.kind = SlotKind::kBound;  // write the output straight into the caller's buffer
@@ -406,7 +437,7 @@ Status ExecutionContext::execute() {
   ContextImpl& c = *impl_;
   if (c.dirty) KILN_RETURN_IF_ERROR(c.setup());
   if (c.e->threads > 0) omp_set_num_threads(c.e->threads);
-  if (c.e->device == DeviceKind::kCUDA) return cuda_execute(c, nullptr, true);
+  if (c.e->device == DeviceKind::kCUDA) return c.host_mode ? c.run_host_mode(nullptr) : cuda_execute(c, nullptr, true);
   return c.run_steps();
 }
 
@@ -415,7 +446,7 @@ Status ExecutionContext::enqueue(void* stream) {
   if (c.e->device == DeviceKind::kCUDA) {
     if (c.dirty) KILN_RETURN_IF_ERROR(c.setup());
     if (c.e->threads > 0) omp_set_num_threads(c.e->threads);
-    return cuda_execute(c, stream, false);
+    return c.host_mode ? c.run_host_mode(stream) : cuda_execute(c, stream, false);
   }
   return execute();  // CPU engines run on the calling thread (and its OpenMP team)
 }
@@ -424,7 +455,9 @@ Result<Tensor> ExecutionContext::output(const std::string& name) const {
   const ContextImpl& c = *impl_;
   if (!find_desc(c.e->outputs, name)) return invalid_argument("'", name, "' is not an output of the engine");
   if (c.dirty || !c.spec) return invalid_argument("output '", name, "' is not available: run the engine first");
-  if (c.e->device == DeviceKind::kCUDA) return cuda_download(const_cast<ContextImpl&>(c), name);
+  if (c.e->device == DeviceKind::kCUDA) {
+    return c.host_mode ? c.host_value(name) : cuda_download(const_cast<ContextImpl&>(c), name);
+  }
   Value* v = c.spec->find_value(name);
   return c.slots[static_cast<size_t>(c.slot_of.at(v))].t;
 }
@@ -442,12 +475,12 @@ Result<std::map<std::string, Tensor>> ExecutionContext::run(const std::map<std::
     // Host tensors: staged into the context's own device input buffers.
     for (const auto& [name, t] : inputs) c.bound.erase(name);
     if (c.dirty) KILN_RETURN_IF_ERROR(c.setup());
-    KILN_RETURN_IF_ERROR(cuda_upload_inputs(c, inputs));
+    KILN_RETURN_IF_ERROR(c.host_mode ? c.host_upload_inputs(inputs) : cuda_upload_inputs(c, inputs));
     KILN_RETURN_IF_ERROR(execute());
     std::map<std::string, Tensor> out;
     for (const auto& d : c.e->outputs) {
-      KILN_ASSIGN_OR_RETURN(Tensor t, cuda_download(c, d.name));
-      out[d.name] = std::move(t);
+      KILN_ASSIGN_OR_RETURN(Tensor t, c.host_mode ? c.host_value(d.name) : cuda_download(c, d.name));
+      out[d.name] = c.host_mode ? t.clone() : std::move(t);
     }
     return out;
   }

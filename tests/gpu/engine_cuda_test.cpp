@@ -1,7 +1,8 @@
 // CUDA engines end to end: the e2e models (tests/models, exported from PyTorch) built for
 // the GPU in FP32 and FP16 must match the CPU reference interpreter on the original graph;
-// CUDA graph replay, user streams with device buffers, save/load and the CPU fallback for
-// ops without a CUDA kernel are checked too. Skipped (not passed) without a CUDA device.
+// CUDA graph replay, user streams with device buffers, save/load, the CPU fallback for ops
+// without a CUDA kernel and host mode for data-dependent shapes are checked too. Skipped
+// (not passed) without a CUDA device.
 #include <gtest/gtest.h>
 #include <cuda_runtime_api.h>
 
@@ -297,6 +298,250 @@ TEST(CudaEngine, CpuFallbackForOpsWithoutCudaKernel) {
   ASSERT_TRUE(want.is_ok());
   EXPECT_LE(rel_l2(got->at("y"), (*want)[0]), 1e-5);
   EXPECT_GE(cuda_fallback_layers((*ctx)->impl()), 1);
+}
+
+// ---- host mode: graphs with a data-dependent shape run every layer on the CPU ----
+
+// A dim of -1 is symbolic ("d<index>").
+void add_value_info(onnx::ValueInfoProto* vi, const std::string& name, int elem_type, const std::vector<int64_t>& dims) {
+  vi->set_name(name);
+  auto* tt = vi->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(elem_type);
+  for (size_t i = 0; i < dims.size(); ++i) {
+    auto* d = tt->mutable_shape()->add_dim();
+    if (dims[i] >= 0) d->set_dim_value(dims[i]);
+    else d->set_dim_param(cat(name, "_d", i));
+  }
+}
+
+onnx::NodeProto* add_node(onnx::GraphProto* g, const std::string& op, const std::vector<std::string>& ins,
+                          const std::string& out, const std::string& name) {
+  auto* n = g->add_node();
+  n->set_op_type(op);
+  n->set_name(name);
+  for (const auto& i : ins) n->add_input(i);
+  n->add_output(out);
+  return n;
+}
+
+// x -> NonZero -> Transpose -> idx (int64 [n, 2], an output) -> Cast -> ReduceSum (all axes,
+// keepdims: [1, 1]) -> Mul by x -> y (float [3, 5], a static output).
+std::string nonzero_model() {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  auto* g = m.mutable_graph();
+  g->set_name("nonzero");
+  add_value_info(g->add_input(), "x", onnx::TensorProto::FLOAT, {3, 5});
+  add_value_info(g->add_output(), "idx", onnx::TensorProto::INT64, {-1, 2});
+  add_value_info(g->add_output(), "y", onnx::TensorProto::FLOAT, {3, 5});
+  add_node(g, "NonZero", {"x"}, "nz_out", "nz");
+  add_node(g, "Transpose", {"nz_out"}, "idx", "tr");
+  auto* to = add_node(g, "Cast", {"idx"}, "f", "cast")->add_attribute();
+  to->set_name("to");
+  to->set_type(onnx::AttributeProto::INT);
+  to->set_i(onnx::TensorProto::FLOAT);
+  add_node(g, "ReduceSum", {"f"}, "s", "sum");
+  add_node(g, "Mul", {"x", "s"}, "y", "mul");
+  std::string bytes;
+  EXPECT_TRUE(m.SerializeToString(&bytes));
+  return bytes;
+}
+
+// ReduceSum with its axes a graph input (int64 [a], a in [0, 2]), then Tanh.
+std::string runtime_axes_model() {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  auto* g = m.mutable_graph();
+  g->set_name("runtime_axes");
+  add_value_info(g->add_input(), "x", onnx::TensorProto::FLOAT, {4, 6});
+  add_value_info(g->add_input(), "axes", onnx::TensorProto::INT64, {-1});
+  add_value_info(g->add_output(), "z", onnx::TensorProto::FLOAT, {-1, -1});
+  add_node(g, "ReduceSum", {"x", "axes"}, "r", "sum");
+  add_node(g, "Tanh", {"r"}, "z", "tanh");
+  std::string bytes;
+  EXPECT_TRUE(m.SerializeToString(&bytes));
+  return bytes;
+}
+
+std::map<std::string, Tensor> reference_bytes(const std::string& bytes, const std::map<std::string, Tensor>& in) {
+  auto m = import_onnx_bytes(bytes, ".", "model");
+  EXPECT_TRUE(m.is_ok()) << m.status().message();
+  std::map<std::string, Tensor> out;
+  if (!m.is_ok()) return out;
+  auto r = Interpreter(*m->graph).run(in);
+  EXPECT_TRUE(r.is_ok()) << r.status().message();
+  for (size_t i = 0; r.is_ok() && i < m->graph->outputs().size(); ++i) out[m->graph->outputs()[i]->name()] = (*r)[i];
+  return out;
+}
+
+Tensor sparse_input(uint32_t seed) {
+  Tensor x = testing::gpu::random_f32({3, 5}, seed);
+  for (int64_t i = 0; i < x.size(); ++i) {
+    if ((i * 7 + seed) % 3 == 0) x.data<float>()[i] = 0.0f;
+  }
+  return x;
+}
+
+Tensor int64s(const std::vector<int64_t>& v) {
+  Tensor t(DataType::kInt64, {static_cast<int64_t>(v.size())});
+  for (size_t i = 0; i < v.size(); ++i) t.data<int64_t>()[i] = v[i];
+  return t;
+}
+
+size_t count_of(const std::string& s, const std::string& what) {
+  size_t n = 0;
+  for (size_t p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) ++n;
+  return n;
+}
+
+void expect_equal_values(const Tensor& got, const Tensor& want, const std::string& what) {
+  ASSERT_EQ(got.dtype(), want.dtype()) << what;
+  ASSERT_EQ(got.dims(), want.dims()) << what;
+  EXPECT_EQ(std::memcmp(got.raw(), want.raw(), want.nbytes()), 0) << what;
+}
+
+// NonZero: the engine is not refused; the context warns once, runs every layer on the CPU,
+// and serves run(), bound device buffers with enqueue on a user stream, and execute().
+TEST(CudaEngine, HostModeForDataDependentShapes) {
+  KILN_REQUIRE_GPU();
+  const std::string bytes = nonzero_model();
+  BuilderConfig c;
+  c.device = DeviceKind::kCUDA;
+  auto e = Builder().build_from_memory(bytes, c);
+  ASSERT_TRUE(e.is_ok()) << e.status().message();
+  auto ctx_r = (*e)->create_execution_context();
+  ASSERT_TRUE(ctx_r.is_ok()) << ctx_r.status().message();
+  ExecutionContext& ctx = **ctx_r;
+  const Tensor x = sparse_input(1);
+  ::testing::internal::CaptureStderr();
+  auto got = ctx.run({{"x", x}});
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(got.is_ok()) << got.status().message();
+  EXPECT_TRUE(ctx.impl().host_mode);
+  EXPECT_EQ(count_of(log, "kiln warning: node 'nz' (NonZero): output 'nz_out' has a data-dependent shape"), 1u) << log;
+  EXPECT_NE(log.find("so this context runs every layer on the CPU"), std::string::npos) << log;
+  EXPECT_EQ(cuda_fallback_layers(ctx.impl()), static_cast<int>(ctx.impl().steps.size()));
+  EXPECT_GE(cuda_fallback_layers(ctx.impl()), 1);
+  EXPECT_FALSE(cuda_uses_graph(ctx.impl()));
+  auto want = reference_bytes(bytes, {{"x", x}});
+  expect_equal_values(got->at("idx"), want.at("idx"), "idx");
+  EXPECT_LE(rel_l2(got->at("y"), want.at("y")), 1e-6);
+
+  // Device buffers bound by the caller; the input is written on the caller's stream just
+  // before the enqueue, which must come after it.
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  const Tensor x2 = sparse_input(2);
+  Tensor y(DataType::kFloat32, {3, 5});
+  void* dx = nullptr;
+  void* dy = nullptr;
+  ASSERT_EQ(cudaMalloc(&dx, x2.nbytes()), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dy, y.nbytes()), cudaSuccess);
+  ASSERT_EQ(cudaMemsetAsync(dx, 0, x2.nbytes(), stream), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(dx, x2.raw(), x2.nbytes(), cudaMemcpyHostToDevice, stream), cudaSuccess);
+  ASSERT_EQ(cudaMemsetAsync(dy, 0xFF, y.nbytes(), stream), cudaSuccess);
+  ASSERT_TRUE(ctx.set_tensor_address("x", dx).is_ok());
+  ASSERT_TRUE(ctx.set_tensor_address("y", dy).is_ok());
+  Status s = ctx.enqueue(stream);
+  ASSERT_TRUE(s.is_ok()) << s.message();
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(y.raw(), dy, y.nbytes(), cudaMemcpyDeviceToHost), cudaSuccess);
+  want = reference_bytes(bytes, {{"x", x2}});
+  EXPECT_LE(rel_l2(y, want.at("y")), 1e-6);
+  auto idx = ctx.output("idx");  // data-dependent outputs stay in the context's host memory
+  ASSERT_TRUE(idx.is_ok()) << idx.status().message();
+  expect_equal_values(*idx, want.at("idx"), "idx (bound run)");
+
+  // A buffer bound to a data-dependent output is refused: its size is unknown.
+  void* didx = nullptr;
+  ASSERT_EQ(cudaMalloc(&didx, 1024), cudaSuccess);
+  ASSERT_TRUE(ctx.set_tensor_address("idx", didx).is_ok());
+  s = ctx.enqueue(stream);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("output 'idx' has a data-dependent shape"), std::string::npos) << s.message();
+  ASSERT_TRUE(ctx.unbind_tensor("idx").is_ok());
+
+  // execute() with the same bound buffers (set up again after the unbind: one more warning).
+  const Tensor x3 = sparse_input(3);
+  ASSERT_EQ(cudaMemcpy(dx, x3.raw(), x3.nbytes(), cudaMemcpyHostToDevice), cudaSuccess);
+  ::testing::internal::CaptureStderr();
+  s = ctx.execute();
+  EXPECT_EQ(count_of(::testing::internal::GetCapturedStderr(), "kiln warning:"), 1u);
+  ASSERT_TRUE(s.is_ok()) << s.message();
+  ASSERT_EQ(cudaMemcpy(y.raw(), dy, y.nbytes(), cudaMemcpyDeviceToHost), cudaSuccess);
+  want = reference_bytes(bytes, {{"x", x3}});
+  EXPECT_LE(rel_l2(y, want.at("y")), 1e-6);
+  cudaFree(dx);
+  cudaFree(dy);
+  cudaFree(didx);
+  cudaStreamDestroy(stream);
+}
+
+// ReduceSum with axes given at run time: host mode while the axes make the output shape
+// data-dependent; with an empty axes input (all axes: a static shape) the same context goes
+// back to the GPU path with a CUDA graph, and to host mode again after.
+TEST(CudaEngine, HostModeIsDecidedAtEachSetup) {
+  KILN_REQUIRE_GPU();
+  const std::string bytes = runtime_axes_model();
+  BuilderConfig c;
+  c.device = DeviceKind::kCUDA;
+  c.profiles.push_back(OptimizationProfile{{{"axes", ShapeRange{{0}, {1}, {2}}}}});
+  auto e = Builder().build_from_memory(bytes, c);
+  ASSERT_TRUE(e.is_ok()) << e.status().message();
+  auto ctx_r = (*e)->create_execution_context();
+  ASSERT_TRUE(ctx_r.is_ok()) << ctx_r.status().message();
+  ExecutionContext& ctx = **ctx_r;
+  const Tensor x = testing::gpu::random_f32({4, 6}, 11);
+  auto check = [&](const std::vector<int64_t>& axes, bool host) {
+    SCOPED_TRACE(cat("axes ", dims_str(axes)));
+    const std::map<std::string, Tensor> in = {{"x", x}, {"axes", int64s(axes)}};
+    ::testing::internal::CaptureStderr();
+    auto got = ctx.run(in);
+    const std::string log = ::testing::internal::GetCapturedStderr();
+    ASSERT_TRUE(got.is_ok()) << got.status().message();
+    EXPECT_EQ(ctx.impl().host_mode, host);
+    EXPECT_EQ(count_of(log, "kiln warning: node 'sum' (ReduceSum): output 'r' has a data-dependent shape"), host ? 1u : 0u)
+        << log;
+    EXPECT_EQ(cuda_uses_graph(ctx.impl()), !host);
+    if (host) EXPECT_EQ(cuda_fallback_layers(ctx.impl()), static_cast<int>(ctx.impl().steps.size()));
+    else EXPECT_EQ(cuda_fallback_layers(ctx.impl()), 0);
+    const auto want = reference_bytes(bytes, in);
+    ASSERT_EQ(got->at("z").dims(), want.at("z").dims());
+    EXPECT_LE(rel_l2(got->at("z"), want.at("z")), 1e-5);
+  };
+  check({1}, true);
+  check({0, -1}, true);
+
+  // Bound device inputs, enqueued on a user stream; the data-dependent output is read with
+  // output().
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  const Tensor axes = int64s({0});
+  void* dx = nullptr;
+  void* daxes = nullptr;
+  ASSERT_EQ(cudaMalloc(&dx, x.nbytes()), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&daxes, axes.nbytes()), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(dx, x.raw(), x.nbytes(), cudaMemcpyHostToDevice, stream), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(daxes, axes.raw(), axes.nbytes(), cudaMemcpyHostToDevice, stream), cudaSuccess);
+  ASSERT_TRUE(ctx.set_input_shape("axes", {1}).is_ok());
+  ASSERT_TRUE(ctx.set_tensor_address("x", dx).is_ok());
+  ASSERT_TRUE(ctx.set_tensor_address("axes", daxes).is_ok());
+  Status s = ctx.enqueue(stream);
+  ASSERT_TRUE(s.is_ok()) << s.message();
+  EXPECT_TRUE(ctx.impl().host_mode);
+  auto z = ctx.output("z");
+  ASSERT_TRUE(z.is_ok()) << z.status().message();
+  auto want = reference_bytes(bytes, {{"x", x}, {"axes", axes}});
+  ASSERT_EQ(z->dims(), want.at("z").dims());
+  EXPECT_LE(rel_l2(*z, want.at("z")), 1e-5);
+  cudaFree(dx);
+  cudaFree(daxes);
+  cudaStreamDestroy(stream);
+
+  check({}, false);  // every shape known: device memory, CUDA kernels, a CUDA graph
+  check({1}, true);
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 // CPU fallback for layers no CUDA kernel serves, one device arena planned by liveness,
 // constants uploaded once per setup, pinned host staging for run(), and the whole enqueue
 // captured as one CUDA graph (replayed on every execute until shapes or bound addresses
-// change).
+// change). A graph with a data-dependent shape runs on the CPU instead (host mode,
+// runtime/cuda_host_mode.cpp); only its copies to and from bound buffers are here.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -357,10 +358,9 @@ Status cuda_setup(ContextImpl& c) {
       step.in.push_back(v ? c.slot_of.at(v) : -1);
       ls.input_dtypes.push_back(v ? v->dtype : DataType::kUndefined);
       ls.constants.push_back(v && v->is_constant() ? &v->constant() : nullptr);
-      if (v && !has_static_shape(v)) {
-        return unsupported(n->describe(), ": input '", v->name(), "' has shape ", sym_shape_str(v->shape),
-                           " after specializing to the input shapes; CUDA engines need shapes that are known before "
-                           "running (build this model for the CPU)");
+      if (v && !has_static_shape(v)) {  // ContextImpl::setup chooses host mode for these
+        return internal_error(n->describe(), ": input '", v->name(), "' has shape ", sym_shape_str(v->shape),
+                              " but the context is not in host mode");
       }
       in_shapes.push_back(v ? cuda::TensorShape{v->dtype, static_dims(*v)} : cuda::TensorShape{});
     }
@@ -368,9 +368,8 @@ Status cuda_setup(ContextImpl& c) {
       step.out.push_back(o ? c.slot_of.at(o) : -1);
       ls.output_dtypes.push_back(o ? o->dtype : DataType::kUndefined);
       if (o && !has_static_shape(o)) {
-        return unsupported(n->describe(), ": output '", o->name(), "' has a data-dependent shape ",
-                           sym_shape_str(o->shape), "; CUDA engines need shapes that are known before running "
-                           "(build this model for the CPU)");
+        return internal_error(n->describe(), ": output '", o->name(), "' has shape ", sym_shape_str(o->shape),
+                              " but the context is not in host mode");
       }
       out_shapes.push_back(o ? cuda::TensorShape{o->dtype, static_dims(*o)} : cuda::TensorShape{});
     }
@@ -528,6 +527,7 @@ Status cuda_setup(ContextImpl& c) {
 }
 
 Status cuda_execute(ContextImpl& c, void* user_stream, bool sync) {
+  if (c.host_mode) return c.run_host_mode(user_stream);  // complete on return, as if synchronized
   CudaState& st = state_of(c);
   for (Value* in : c.spec->inputs()) {
     const Slot& s = c.slots[static_cast<size_t>(c.slot_of.at(in))];
@@ -570,6 +570,7 @@ Status cuda_execute(ContextImpl& c, void* user_stream, bool sync) {
 }
 
 Status cuda_upload_inputs(ContextImpl& c, const std::map<std::string, Tensor>& host) {
+  if (c.host_mode) return c.host_upload_inputs(host);
   CudaState& st = state_of(c);
   std::byte* stage = st.staging.get();
   for (const auto& [name, t] : host) {
@@ -593,6 +594,10 @@ Status cuda_upload_inputs(ContextImpl& c, const std::map<std::string, Tensor>& h
 }
 
 Result<Tensor> cuda_download(ContextImpl& c, const std::string& name) {
+  if (c.host_mode) {
+    KILN_ASSIGN_OR_RETURN(Tensor t, c.host_value(name));
+    return t.clone();
+  }
   CudaState& st = state_of(c);
   Value* v = c.spec->find_value(name);
   if (!v) return invalid_argument("unknown tensor '", name, "'");
@@ -639,15 +644,46 @@ void cuda_set_graphs(ContextImpl& c, bool on) {
 }
 
 double cuda_last_gpu_ms(const ContextImpl& c) {
-  return c.cuda ? static_cast<const CudaState*>(c.cuda.get())->last_gpu_ms : -1;
+  return c.cuda && !c.host_mode ? static_cast<const CudaState*>(c.cuda.get())->last_gpu_ms : -1;
 }
 
 bool cuda_uses_graph(const ContextImpl& c) {
-  return c.cuda && static_cast<const CudaState*>(c.cuda.get())->exec != nullptr;
+  return c.cuda && !c.host_mode && static_cast<const CudaState*>(c.cuda.get())->exec != nullptr;
 }
 
 int cuda_fallback_layers(const ContextImpl& c) {
+  if (c.host_mode) return static_cast<int>(c.steps.size());
   return c.cuda ? static_cast<const CudaState*>(c.cuda.get())->fallbacks : 0;
+}
+
+void cuda_release_device_memory(ContextImpl& c) {
+  if (!c.cuda) return;
+  CudaState& st = state_of(c);
+  st.destroy_graph();
+  st.capture_failed = false;
+  for (CudaStep& s : st.steps) CudaState::destroy_events(s);
+  st.steps.clear();
+  st.const_dev.clear();
+  st.arena.reset();
+  st.inputs.reset();
+  st.consts.reset();
+  st.staging.reset();
+  st.staging_bytes = 0;
+  st.input_offset.clear();
+  st.workspace = nullptr;
+  st.workspace_bytes = 0;
+  st.fallbacks = 0;
+  st.last_gpu_ms = -1;
+}
+
+Status cuda_copy(void* dst, const void* src, size_t bytes, void* stream) {
+  KILN_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(stream)));
+  return Status::ok();
+}
+
+Status cuda_wait(void* stream) {
+  KILN_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
+  return Status::ok();
 }
 
 }  // namespace kiln
