@@ -7,6 +7,9 @@
 #   all          tests, conformance and the bench of all five models at batch 1, in one call
 #                that fits the device tool's 10-minute limit (each step time-boxed)
 #   python ARGS  the pytest suite (python/tests) with the module of scripts/devpack_python.sh
+#   check        tests, python and conformance in one call (time-boxed)
+#   final        the benchmark of record: all five models at batch 1 against eager, CUDA graph and
+#                torch.compile (with kiln's per-op profile), then ResNet-50 b256 and BERT-base b64
 #   profile      kiln alone (CUDA-graph peer only) with `kiln bench --profile` per-op totals:
 #                FP16 at batch 1 and 256/64, NCHW and NHWC convs, and FP32 accuracy at batch 1
 set -uo pipefail
@@ -36,6 +39,16 @@ case "$step" in
   python)
     mkdir -p /tmp/kp/py && tar -C /tmp/kp/py -xJf devpack/py.tar.xz
     PYTHONPATH=/tmp/kp/py python3 -m pytest -q -rs -p no:cacheprovider python/tests "$@" 2>&1 | tee "$OUT/python.log" | tail -60 ;;
+  check)
+    timeout 230 "$0" tests > "$OUT/check_tests.txt" 2>&1; tail -25 "$OUT/check_tests.txt"
+    timeout 90 "$0" python > "$OUT/check_python.txt" 2>&1; tail -25 "$OUT/check_python.txt"
+    timeout 150 "$0" conformance > "$OUT/check_conformance.txt" 2>&1; grep -E "passed|CUDA kernel|all layers on CUDA" "$OUT/check_conformance.txt" | head -30 ;;
+  final)
+    B="python3 bench/gpu_bench.py --kiln $KILN --kiln-profile"
+    timeout 250 $B --peers eager,cudagraph,compile-ro --batches 1 --time-budget-s 235 --out "$OUT/final_b1.json" \
+      > "$OUT/final_b1.txt" 2>&1; grep -vE "^\[export\]|^ +%|Torch IR" "$OUT/final_b1.txt" | grep -E "^\||profile|FAIL" | cut -c1-200 | tail -70
+    timeout 170 $B --peers eager,cudagraph,compile-ro --models resnet50,bert_base --cnn-batches 256 --nlp-batches 64 \
+      --time-budget-s 160 --out "$OUT/final_big.json" > "$OUT/final_big.txt" 2>&1; grep -E "^\||profile|FAIL" "$OUT/final_big.txt" | cut -c1-200 | tail -30 ;;
   profile)
     B="python3 bench/gpu_bench.py --kiln $KILN --kiln-profile"
     timeout 200 $B --peers cudagraph --cnn-batches 1,256 --nlp-batches 1,64 --time-budget-s 180 \
