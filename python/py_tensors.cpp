@@ -583,6 +583,12 @@ py::object export_dlpack(const PyTensor& p, const py::object& stream, const py::
   return to_dlpack_capsule(p);
 }
 
+// numpy.asarray(t) of a GPU kiln.Tensor: numpy reads __array_interface__ (then __array__),
+// neither of which can describe device memory.
+[[noreturn]] void throw_gpu_array_error(const PyTensor& p) {
+  throw_status(unsupported("this kiln.Tensor is on ", p.device(), ": numpy cannot view GPU memory; use t.numpy() for a ",
+                           "host copy, or torch.from_dlpack(t) / cupy.from_dlpack(t)"));
+}
 }  // namespace
 
 void register_tensor(py::module_& m) {
@@ -613,7 +619,7 @@ It can also be passed back to ExecutionContext.run without a copy.)doc")
       .def_property_readonly("__array_interface__",
                              [](const PyTensor& p) {
                                if (p.on_device()) {
-                                 throw_status(unsupported("a kiln.Tensor on ", p.device(), " has no array interface"));
+                                 throw_gpu_array_error(p);  // numpy asks for this first
                                }
                                return array_interface(p.t);
                              })
@@ -622,8 +628,7 @@ It can also be passed back to ExecutionContext.run without a copy.)doc")
           [](const py::object& self, const py::object& dtype, const py::object& copy) {
             const PyTensor& p = self.cast<const PyTensor&>();
             if (p.on_device()) {
-              throw_status(unsupported("this kiln.Tensor is on ", p.device(), ": numpy cannot view GPU memory; use "
-                                       "t.numpy() for a host copy, or torch.from_dlpack(t) / cupy.from_dlpack(t)"));
+              throw_gpu_array_error(p);
             }
             // numpy reads host tensors through __array_interface__ (it asks for that first).
             if (!copy.is_none() && copy.cast<bool>()) return numpy().attr("array")(self, "dtype"_a = dtype, "copy"_a = true);

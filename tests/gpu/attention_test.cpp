@@ -25,9 +25,11 @@ namespace {
 constexpr const char* kAttn = "kiln_cuda_attention";
 constexpr const char* kFlash = "kiln_cuda_flash";
 
-// The tactics that run `dt` (the flash kernel is float16/bfloat16 only).
+// The tactics that run `dt` (the flash kernel is float16/bfloat16 only; the WMMA kernel is
+// no candidate for bfloat16 layers the flash kernel takes: RejectsWhatItCannotDo).
 std::vector<const char*> tactics_for(DataType dt) {
   if (dt == DataType::kFloat32) return {kAttn};
+  if (dt == DataType::kBFloat16) return {kFlash};
   return {kAttn, kFlash};
 }
 
@@ -362,6 +364,7 @@ TEST(CudaAttention, RejectsWhatItCannotDo) {
   Tensor qbf = convert(q, DataType::kBFloat16), kbf = convert(k, DataType::kBFloat16), vbf = convert(v, DataType::kBFloat16);
   EXPECT_TRUE(flash_supports(make_cuda_spec(Op::Attention, &none, {&q16, &k16, &v16}, {DataType::kFloat16})));
   EXPECT_TRUE(flash_supports(make_cuda_spec(Op::Attention, &none, {&qbf, &kbf, &vbf}, {DataType::kBFloat16})));
+  EXPECT_FALSE(supports(make_cuda_spec(Op::Attention, &none, {&qbf, &kbf, &vbf}, {DataType::kBFloat16})));
   EXPECT_FALSE(flash_supports(make_cuda_spec(Op::Attention, &none, {&q16, &k16, &vbf}, {DataType::kFloat16})));
   Tensor past16 = convert(past, DataType::kFloat16);
   EXPECT_FALSE(flash_supports(

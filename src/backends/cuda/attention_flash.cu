@@ -78,6 +78,27 @@ __device__ __forceinline__ uint32_t pack2(float a, float b) {
   }
 }
 
+// The probabilities P of P V. float16 P (11 significant bits) is rounded to T once, and the
+// row sums add the rounded values, so Y = sum(P V) / sum(P) uses the same P on both sides.
+// bfloat16 has only 8 significant bits: rounding P to it costs up to 2^-9 relative per
+// probability, which showed as 2-ulp bfloat16 errors in the ONNX conformance cases; there P
+// stays float32 and P V runs as two bfloat16 products, hi = bf16(P) and lo = bf16(P - hi).
+template <typename T>
+constexpr bool kSplitP = std::is_same_v<T, __nv_bfloat16>;
+template <typename T>
+__device__ __forceinline__ float round_p(float x) {
+  if constexpr (kSplitP<T>) {
+    return x;
+  } else {
+    return round_t<T>(x);
+  }
+}
+// The low bfloat16 parts of two probabilities (what their bfloat16 rounding leaves out).
+template <typename T>
+__device__ __forceinline__ uint32_t pack_lo(float a, float b) {
+  return pack2<T>(a - round_t<T>(a), b - round_t<T>(b));
+}
+
 // x (two T) times s2 (two T), each product rounded once to T.
 template <typename T>
 __device__ __forceinline__ uint32_t mul2(uint32_t x, uint32_t s2) {
@@ -315,10 +336,10 @@ __global__ void __launch_bounds__(kFlashMaxWarps * 32) attention_flash_kernel(At
           float sum0 = 0.0f, sum1 = 0.0f;
 #pragma unroll
           for (int nt = 0; nt < 8; ++nt) {
-            s[nt][0] = round_t<T>(exp_f(s[nt][0] - mu0));
-            s[nt][1] = round_t<T>(exp_f(s[nt][1] - mu0));
-            s[nt][2] = round_t<T>(exp_f(s[nt][2] - mu1));
-            s[nt][3] = round_t<T>(exp_f(s[nt][3] - mu1));
+            s[nt][0] = round_p<T>(exp_f(s[nt][0] - mu0));
+            s[nt][1] = round_p<T>(exp_f(s[nt][1] - mu0));
+            s[nt][2] = round_p<T>(exp_f(s[nt][2] - mu1));
+            s[nt][3] = round_p<T>(exp_f(s[nt][3] - mu1));
             sum0 += s[nt][0] + s[nt][1];
             sum1 += s[nt][2] + s[nt][3];
           }
@@ -341,6 +362,14 @@ __global__ void __launch_bounds__(kFlashMaxWarps * 32) attention_flash_kernel(At
             const uint32_t pa[4] = {pack2<T>(s[2 * kc][0], s[2 * kc][1]), pack2<T>(s[2 * kc][2], s[2 * kc][3]),
                                     pack2<T>(s[2 * kc + 1][0], s[2 * kc + 1][1]),
                                     pack2<T>(s[2 * kc + 1][2], s[2 * kc + 1][3])};
+            // bfloat16: P = hi + lo, both bfloat16, so P V keeps ~16 significant bits of P.
+            uint32_t pl[4] = {0, 0, 0, 0};
+            if constexpr (kSplitP<T>) {
+              pl[0] = pack_lo<T>(s[2 * kc][0], s[2 * kc][1]);
+              pl[1] = pack_lo<T>(s[2 * kc][2], s[2 * kc][3]);
+              pl[2] = pack_lo<T>(s[2 * kc + 1][0], s[2 * kc + 1][1]);
+              pl[3] = pack_lo<T>(s[2 * kc + 1][2], s[2 * kc + 1][3]);
+            }
 #pragma unroll
             for (int dp = 0; dp < kKC; ++dp) {
               if (dp * 16 >= p.Dv) continue;
@@ -348,6 +377,10 @@ __global__ void __launch_bounds__(kFlashMaxWarps * 32) attention_flash_kernel(At
               ldmatrix_x4_trans(vb, vw + kc * 16 * kLd + dp * 16);
               mma16816<T>(o[2 * dp], pa, vb[0], vb[1]);
               mma16816<T>(o[2 * dp + 1], pa, vb[2], vb[3]);
+              if constexpr (kSplitP<T>) {
+                mma16816<T>(o[2 * dp], pl, vb[0], vb[1]);
+                mma16816<T>(o[2 * dp + 1], pl, vb[2], vb[3]);
+              }
             }
           }
         }
