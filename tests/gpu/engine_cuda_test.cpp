@@ -120,9 +120,10 @@ void check_model(const ModelCase& mc, bool fp16, double tol, ConvLayout layout =
   std::cout << mc.file << (fp16 ? " fp16" : " fp32") << ": CPU fallback layers "
             << cuda_fallback_layers((*ctx)->impl()) << ", CUDA graph " << cuda_uses_graph((*ctx)->impl())
             << ", layers run as views " << cuda_alias_layers((*ctx)->impl()) << "\n";
-  // The transformers reshape activations between their GEMMs and attention: views, no copies.
+  // The CNNs' Flatten before the classifier runs as a view of the pooled activations. (The
+  // tiny transformers keep no Reshape: attention fusion absorbs them.)
   const std::string file = mc.file;
-  if (file.rfind("bert", 0) == 0 || file.rfind("gpt", 0) == 0) {
+  if (file.rfind("resnet", 0) == 0 || file.rfind("mobilenet", 0) == 0) {
     EXPECT_GT(cuda_alias_layers((*ctx)->impl()), 0) << file;
   }
 }
