@@ -376,47 +376,6 @@ TEST(CudaAttention, RejectsWhatItCannotDo) {
   EXPECT_FALSE(r16.status.is_ok());
 }
 
-// Microseconds per call of `tactic` on device copies of `ins` (-1 if it cannot run them).
-double time_us(const char* tactic, const Attributes& at, const std::vector<const Tensor*>& ins, const TensorShape& out) {
-  const kiln::cuda::LayerSpec spec = make_cuda_spec(Op::Attention, &at, ins, {out.dtype});
-  const kiln::cuda::Tactic* t = cuda_tactic_for(tactic, Op::Attention);
-  if (!t || !t->supports(spec)) return -1;
-  auto k = t->create(spec);
-  if (!k.is_ok()) return -1;
-  std::vector<TensorShape> in_shapes;
-  for (const Tensor* x : ins) in_shapes.push_back({x->dtype(), x->dims()});
-  size_t ws = 0;
-  if (!(*k)->prepare(in_shapes, {out}, &ws).is_ok()) return -1;
-  std::vector<kiln::cuda::DeviceBuffer> bufs(ins.size());
-  std::vector<Tensor> views(ins.size());
-  std::vector<const Tensor*> ptrs;
-  for (size_t i = 0; i < ins.size(); ++i) {
-    if (!bufs[i].upload(ins[i]->raw(), ins[i]->nbytes()).is_ok()) return -1;
-    views[i] = Tensor::wrap(ins[i]->dtype(), ins[i]->dims(), bufs[i].get());
-    ptrs.push_back(&views[i]);
-  }
-  kiln::cuda::DeviceBuffer ob, wsb;
-  if (!ob.reserve(static_cast<size_t>(num_elements(out.dims)) * dtype_size(out.dtype)).is_ok()) return -1;
-  if (!wsb.reserve(ws ? ws : 1).is_ok()) return -1;
-  Tensor ov = Tensor::wrap(out.dtype, out.dims, ob.get());
-  for (int i = 0; i < 5; ++i) {
-    if (!(*k)->enqueue(ptrs, {&ov}, wsb.get(), nullptr).is_ok()) return -1;
-  }
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
-  const int reps = 50;
-  cudaEventRecord(e0);
-  for (int i = 0; i < reps; ++i) (void)(*k)->enqueue(ptrs, {&ov}, wsb.get(), nullptr);
-  cudaEventRecord(e1);
-  cudaEventSynchronize(e1);
-  float ms = 0;
-  cudaEventElapsedTime(&ms, e0, e1);
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
-  return 1000.0 * ms / reps;
-}
-
 // Speed of both tactics at BERT-base, ViT-B/16 and GPT-2 small shapes (prints, never
 // asserts; run with --gtest_also_run_disabled_tests).
 TEST(CudaAttention, DISABLED_Timing) {
@@ -441,7 +400,7 @@ TEST(CudaAttention, DISABLED_Timing) {
         const Attributes at = sh.causal ? with(Attributes{}, "is_causal", 1) : Attributes{};
         std::printf("%-40s %s B=%-3lld", sh.name, dtype_name(dt), static_cast<long long>(B));
         for (const char* tactic : {kAttn, kFlash}) {
-          std::printf("  %s %8.2f us", tactic, time_us(tactic, at, ins, {dt, d}));
+          std::printf("  %s %8.2f us", tactic, 1000.0 * time_layer_ms(tactic, Op::Attention, at, ins, {dt, d}));
         }
         std::printf("\n");
       }

@@ -171,6 +171,50 @@ inline CudaRun run_cuda(const std::string& name, const kiln::cuda::LayerSpec& sp
   return r;
 }
 
+// Milliseconds per enqueue of `tactic` on device copies of `ins` (the mean of 50
+// back-to-back runs after 5 warm-up runs, CUDA events), or -1 if it cannot run them. For
+// the DISABLED_ timing tests, which print and never assert.
+inline double time_layer_ms(const char* tactic, Op op, const Attributes& at, const std::vector<const Tensor*>& ins,
+                            const TensorShape& out) {
+  const kiln::cuda::LayerSpec spec = make_cuda_spec(op, &at, ins, {out.dtype});
+  const kiln::cuda::Tactic* t = cuda_tactic_for(tactic, op);
+  if (!t || !t->supports(spec)) return -1;
+  auto k = t->create(spec);
+  if (!k.is_ok()) return -1;
+  std::vector<TensorShape> in_shapes;
+  for (const Tensor* x : ins) in_shapes.push_back({x->dtype(), x->dims()});
+  size_t ws = 0;
+  if (!(*k)->prepare(in_shapes, {out}, &ws).is_ok()) return -1;
+  std::vector<kiln::cuda::DeviceBuffer> bufs(ins.size());
+  std::vector<Tensor> views(ins.size());
+  std::vector<const Tensor*> ptrs;
+  for (size_t i = 0; i < ins.size(); ++i) {
+    if (!bufs[i].upload(ins[i]->raw(), ins[i]->nbytes()).is_ok()) return -1;
+    views[i] = Tensor::wrap(ins[i]->dtype(), ins[i]->dims(), bufs[i].get());
+    ptrs.push_back(&views[i]);
+  }
+  kiln::cuda::DeviceBuffer ob, wsb;
+  if (!ob.reserve(static_cast<size_t>(num_elements(out.dims)) * dtype_size(out.dtype)).is_ok()) return -1;
+  if (!wsb.reserve(ws ? ws : 1).is_ok()) return -1;
+  Tensor ov = Tensor::wrap(out.dtype, out.dims, ob.get());
+  for (int i = 0; i < 5; ++i) {
+    if (!(*k)->enqueue(ptrs, {&ov}, wsb.get(), nullptr).is_ok()) return -1;
+  }
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  const int reps = 50;
+  cudaEventRecord(e0);
+  for (int i = 0; i < reps; ++i) (void)(*k)->enqueue(ptrs, {&ov}, wsb.get(), nullptr);
+  cudaEventRecord(e1);
+  cudaEventSynchronize(e1);
+  float ms = 0;
+  cudaEventElapsedTime(&ms, e0, e1);
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  return static_cast<double>(ms) / reps;
+}
+
 // Converts to float32 on the host (to compare fp16/bf16 results with float32 references).
 inline Tensor to_f32(const Tensor& t) { return convert(t, DataType::kFloat32); }
 

@@ -451,44 +451,6 @@ TEST(CudaFusedElementwise, CubinRoundTripAndDeclines) {
 }
 
 // Bandwidth of a few layers (prints, never asserts; run with --gtest_also_run_disabled_tests).
-double time_layer_ms(const char* tactic, Op op, const Attributes& at, const std::vector<const Tensor*>& ins,
-                     const TensorShape& out) {
-  const kiln::cuda::LayerSpec spec = make_cuda_spec(op, &at, ins, {out.dtype});
-  const kiln::cuda::Tactic* t = cuda_tactic_for(tactic, op);
-  if (!t || !t->supports(spec)) return -1;
-  auto k = t->create(spec);
-  if (!k.is_ok()) return -1;
-  std::vector<TensorShape> in_shapes;
-  for (const Tensor* x : ins) in_shapes.push_back({x->dtype(), x->dims()});
-  size_t ws = 0;
-  if (!(*k)->prepare(in_shapes, {out}, &ws).is_ok()) return -1;
-  std::vector<kiln::cuda::DeviceBuffer> bufs(ins.size());
-  std::vector<Tensor> views(ins.size());
-  std::vector<const Tensor*> ptrs;
-  for (size_t i = 0; i < ins.size(); ++i) {
-    if (!bufs[i].reserve(ins[i]->nbytes()).is_ok()) return -1;
-    views[i] = Tensor::wrap(ins[i]->dtype(), ins[i]->dims(), bufs[i].get());
-    ptrs.push_back(&views[i]);
-  }
-  kiln::cuda::DeviceBuffer ob;
-  if (!ob.reserve(static_cast<size_t>(num_elements(out.dims)) * dtype_size(out.dtype)).is_ok()) return -1;
-  Tensor ov = Tensor::wrap(out.dtype, out.dims, ob.get());
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
-  for (int i = 0; i < 3; ++i) (void)(*k)->enqueue(ptrs, {&ov}, nullptr, nullptr);
-  const int reps = 20;
-  cudaEventRecord(e0);
-  for (int i = 0; i < reps; ++i) (void)(*k)->enqueue(ptrs, {&ov}, nullptr, nullptr);
-  cudaEventRecord(e1);
-  cudaEventSynchronize(e1);
-  float ms = 0;
-  cudaEventElapsedTime(&ms, e0, e1);
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
-  return ms / reps;
-}
-
 TEST(CudaElementwise, DISABLED_Bandwidth) {
   KILN_REQUIRE_GPU();
   const int64_t n = 1 << 24;
