@@ -74,6 +74,9 @@ struct Step {
   // kernel itself lives in the context's CUDA state, backends/cuda/cuda_context.cpp).
   const char* device_tactic = nullptr;
   std::vector<int> in, out;              // slot indices, -1 for an omitted value
+  // A Reshape-like layer whose output shares its input's memory (ContextImpl::find_views):
+  // nothing runs.
+  bool view = false;
   std::vector<const Tensor*> in_ptrs;
   std::vector<Tensor*> out_ptrs;
   double total_ms = 0;
@@ -137,6 +140,15 @@ struct ContextImpl {
   // First and last step index using each slot (graph outputs and values captured by
   // subgraphs: the step count), and the arena buffers' lives with their slot indices.
   void plan_lives(std::vector<BufferLife>* lives, std::vector<int>* arena_slots) const;
+  // Layers that only reinterpret the shape of a contiguous tensor (Reshape, Flatten,
+  // Squeeze, Unsqueeze, Identity) between two activations the context owns: marks them
+  // Step::view and returns, per slot, the slot whose memory it shares (the root of a chain)
+  // or -1. A graph input or output may be bound to a caller's buffer at any time, so the
+  // layers next to one keep their copy.
+  std::vector<int> find_views();
+  // The arena plan of the kArena slots (arena_slots: their indices, in the plan's order),
+  // with each view at its root's offset and the root alive as long as any view of it.
+  MemoryPlan plan_arena(const std::vector<int>& views, size_t align, std::vector<int>* arena_slots) const;
   Result<Dims> resolved_input_dims(const Value& input) const;
   Status bind_slot(Slot& s, void* data);
   // Host mode (runtime/cuda_host_mode.cpp): runs the CPU steps after copying bound inputs

@@ -100,6 +100,46 @@ void ContextImpl::plan_lives(std::vector<BufferLife>* lives, std::vector<int>* a
   }
 }
 
+std::vector<int> ContextImpl::find_views() {
+  std::vector<int> root(slots.size(), -1);
+  const Graph& g = *spec;
+  for (Step& step : steps) {
+    const Op op = step.node->op();
+    if (op != Op::Reshape && op != Op::Flatten && op != Op::Squeeze && op != Op::Unsqueeze && op != Op::Identity) continue;
+    if (step.in.empty() || step.out.size() != 1 || step.in[0] < 0 || step.out[0] < 0) continue;
+    const size_t in = static_cast<size_t>(step.in[0]), out = static_cast<size_t>(step.out[0]);
+    const Slot& si = slots[in];
+    const Slot& so = slots[out];
+    if (si.kind != SlotKind::kArena || so.kind != SlotKind::kArena) continue;
+    if (g.is_graph_output(step.node->input(0)) || g.is_graph_output(step.node->output(0))) continue;
+    if (si.dtype != so.dtype || num_elements(si.dims) != num_elements(so.dims)) continue;
+    root[out] = root[in] >= 0 ? root[in] : static_cast<int>(in);
+    step.view = true;
+  }
+  return root;
+}
+
+MemoryPlan ContextImpl::plan_arena(const std::vector<int>& views, size_t align, std::vector<int>* arena_slots) const {
+  std::vector<BufferLife> lives;
+  plan_lives(&lives, arena_slots);
+  std::vector<int> life_of(slots.size(), -1);
+  for (size_t i = 0; i < arena_slots->size(); ++i) life_of[static_cast<size_t>((*arena_slots)[i])] = static_cast<int>(i);
+  for (size_t s = 0; s < views.size(); ++s) {
+    if (views[s] < 0) continue;
+    BufferLife& root = lives[static_cast<size_t>(life_of[static_cast<size_t>(views[s])])];
+    BufferLife& view = lives[static_cast<size_t>(life_of[s])];
+    root.first = std::min(root.first, view.first);
+    root.last = std::max(root.last, view.last);
+    view.bytes = 0;
+  }
+  MemoryPlan mp = plan_memory(lives, align);
+  for (size_t s = 0; s < views.size(); ++s) {
+    if (views[s] < 0) continue;
+    mp.offsets[static_cast<size_t>(life_of[s])] = mp.offsets[static_cast<size_t>(life_of[static_cast<size_t>(views[s])])];
+  }
+  return mp;
+}
+
 Status ContextImpl::setup() {
   dirty = true;
   steps.clear();
@@ -237,11 +277,10 @@ Status ContextImpl::setup() {
     steps.push_back(std::move(st));
   }
 
-  // 4. Liveness -> arena offsets.
-  std::vector<BufferLife> lives;
+  // 4. Liveness -> arena offsets (Reshape-like layers: views of their input).
   std::vector<int> arena_slots;
-  plan_lives(&lives, &arena_slots);
-  MemoryPlan mp = plan_memory(lives, kAlign);
+  const std::vector<int> views = find_views();
+  MemoryPlan mp = plan_arena(views, kAlign, &arena_slots);
   activation_bytes = mp.arena_bytes;
   const size_t need = round_up(mp.arena_bytes) + round_up(scratch_bytes) + kAlign;
   if (e->memory_limit_bytes && need > e->memory_limit_bytes) {
@@ -297,7 +336,9 @@ Status ContextImpl::run_steps() {
   for (Step& st : steps) {
     const auto t0 = profiling ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     const Node& n = *st.node;
-    if (st.kernel) {
+    if (st.view) {
+      // The output shares the input's memory (find_views): nothing to run.
+    } else if (st.kernel) {
       Status s = st.kernel->run(st.in_ptrs, st.out_ptrs, scratch);
       if (!s.is_ok()) return s.with_context(cat(n.describe(), " [", st.tactic->name, "]: "));
     } else {

@@ -58,8 +58,6 @@ struct CudaStep {
   std::vector<Tensor*> out;
   // CPU fallback: host staging for non-constant inputs and for outputs.
   std::vector<Tensor> host_in, host_out;
-  // A Reshape-like layer whose output views its input's device memory: nothing to run.
-  bool alias = false;
   cudaEvent_t start = nullptr, stop = nullptr;  // profiling
 };
 
@@ -243,8 +241,8 @@ Status enqueue_steps(ContextImpl& c, CudaState& st, cudaStream_t stream, bool pr
   for (size_t i = 0; i < st.steps.size(); ++i) {
     CudaStep& cs = st.steps[i];
     if (profile) KILN_CUDA_CHECK(cudaEventRecord(cs.start, stream));
-    if (cs.alias) {
-      // The output is a view of the input (alias_reshapes): no kernel.
+    if (c.steps[i].view) {
+      // The output shares the input's device memory (ContextImpl::find_views): no kernel.
     } else if (cs.kernel) {
       Status s = cs.kernel->enqueue(cs.in, cs.out, st.workspace, stream);
       if (!s.is_ok()) return s.with_context(cat(c.steps[i].node->describe(), " [", cs.tactic->name, "]: "));
@@ -321,36 +319,6 @@ Status cuda_device_status() {
 }
 
 std::string cuda_library_versions() { return cuda::library_versions(); }
-
-namespace {
-
-// Layers that only reinterpret the shape of a contiguous tensor (Reshape, Flatten, Squeeze,
-// Unsqueeze, Identity) run as views: their output slot shares the device memory of their
-// input, and the step runs no kernel (CudaStep::alias). Per slot: the slot whose memory it
-// views (the root of a chain), or -1. Only between activations the context owns: a graph
-// input or output may be bound to a caller's buffer at any time, so those keep the copy.
-std::vector<int> alias_reshapes(ContextImpl& c, CudaState& st) {
-  std::vector<int> alias_of(c.slots.size(), -1);
-  const Graph& g = *c.spec;
-  for (size_t i = 0; i < c.steps.size(); ++i) {
-    const Step& step = c.steps[i];
-    const Op op = step.node->op();
-    if (op != Op::Reshape && op != Op::Flatten && op != Op::Squeeze && op != Op::Unsqueeze && op != Op::Identity) continue;
-    if (!st.steps[i].kernel || step.in.empty() || step.out.size() != 1) continue;
-    const int in = step.in[0], out = step.out[0];
-    if (in < 0 || out < 0) continue;
-    const Slot& si = c.slots[static_cast<size_t>(in)];
-    const Slot& so = c.slots[static_cast<size_t>(out)];
-    if (si.kind != SlotKind::kArena || so.kind != SlotKind::kArena) continue;
-    if (g.is_graph_output(step.node->input(0)) || g.is_graph_output(step.node->output(0))) continue;
-    if (si.dtype != so.dtype || num_elements(si.dims) != num_elements(so.dims)) continue;
-    alias_of[static_cast<size_t>(out)] = alias_of[static_cast<size_t>(in)] >= 0 ? alias_of[static_cast<size_t>(in)] : in;
-    st.steps[i].alias = true;
-  }
-  return alias_of;
-}
-
-}  // namespace
 
 Status cuda_setup(ContextImpl& c) {
   if (!c.cuda) {
@@ -484,24 +452,9 @@ Status cuda_setup(ContextImpl& c) {
   // 2. Device memory: activations by liveness, then the workspace; inputs and constants
   // in buffers of their own. Reshape-like layers alias their input: one buffer, whose life
   // spans the whole chain.
-  std::vector<BufferLife> lives;
   std::vector<int> arena_slots;
-  c.plan_lives(&lives, &arena_slots);
-  const std::vector<int> alias_of = alias_reshapes(c, st);
-  std::vector<int> life_of(c.slots.size(), -1);
-  for (size_t i = 0; i < arena_slots.size(); ++i) life_of[static_cast<size_t>(arena_slots[i])] = static_cast<int>(i);
-  for (size_t s = 0; s < alias_of.size(); ++s) {
-    if (alias_of[s] < 0) continue;
-    BufferLife& root = lives[static_cast<size_t>(life_of[static_cast<size_t>(alias_of[s])])];
-    BufferLife& view = lives[static_cast<size_t>(life_of[s])];
-    root.first = std::min(root.first, view.first);
-    root.last = std::max(root.last, view.last);
-    view.bytes = 0;
-  }
-  MemoryPlan mp = plan_memory(lives, kDevAlign);
-  for (size_t s = 0; s < alias_of.size(); ++s) {
-    if (alias_of[s] >= 0) mp.offsets[static_cast<size_t>(life_of[s])] = mp.offsets[static_cast<size_t>(life_of[static_cast<size_t>(alias_of[s])])];
-  }
+  const std::vector<int> views = c.find_views();
+  MemoryPlan mp = c.plan_arena(views, kDevAlign, &arena_slots);
   c.activation_bytes = mp.arena_bytes;
   c.scratch_bytes = st.workspace_bytes;
   const size_t need = align_up(mp.arena_bytes) + align_up(st.workspace_bytes) + kDevAlign;
@@ -708,7 +661,7 @@ int cuda_fallback_layers(const ContextImpl& c) {
 int cuda_alias_layers(const ContextImpl& c) {
   if (!c.cuda || c.host_mode) return 0;
   int n = 0;
-  for (const CudaStep& s : static_cast<const CudaState*>(c.cuda.get())->steps) n += s.alias;
+  for (const Step& s : c.steps) n += s.view;
   return n;
 }
 
