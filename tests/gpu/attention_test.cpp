@@ -33,18 +33,6 @@ std::vector<const char*> tactics_for(DataType dt) {
   return {kAttn, kFlash};
 }
 
-// A fixed seed per case name (FNV-1a), so that a failure reproduces.
-uint32_t seed_of(const std::string& name) {
-  uint32_t h = 2166136261u;
-  for (unsigned char c : name) h = (h ^ c) * 16777619u;
-  return h;
-}
-
-uint32_t fresh_seed() {
-  static std::mt19937 gen(std::random_device{}());
-  return gen();
-}
-
 struct Case {
   std::string name;
   Dims q, k, v;
@@ -101,7 +89,7 @@ double tol_for(DataType dt) { return dt == DataType::kFloat32 ? 1e-4 : dt == Dat
 
 // Runs case `c` in `dt` on every tactic for `dt` against one reference run.
 void check(const Case& c, DataType dt) {
-  const uint32_t seed = c.fixed_seed ? seed_of(c.name) : fresh_seed();
+  const uint32_t seed = c.fixed_seed ? seed_for(c.name) : fresh_seed();
   // Moderate magnitudes keep scores in a range where low-precision rounding stays small.
   const float hi = dt == DataType::kFloat32 ? 2.0f : 1.0f;
   const Tensor q32 = random_f32(c.q, seed, 0.25f, hi), k32 = random_f32(c.k, seed + 1, 0.25f, hi),

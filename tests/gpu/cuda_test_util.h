@@ -25,6 +25,9 @@ namespace kiln::testing::gpu {
 using kiln::fast::TensorShape;
 
 using kiln::testing::fast::expect_equal_tensor;
+using kiln::testing::fast::fresh_seed;
+using kiln::testing::fast::random_any;
+using kiln::testing::fast::seed_for;
 using kiln::testing::fast::expect_near_tensor;
 using kiln::testing::fast::random_f32;
 using kiln::testing::fast::run_ref;
@@ -85,64 +88,75 @@ inline kiln::cuda::LayerSpec make_cuda_spec(Op op, const Attributes* attrs, cons
   return s;
 }
 
+// A CUDA tactic's kernel prepared at `out_shapes`, with device copies of the inputs, the
+// output buffers and its workspace (what run_cuda and time_layer_ms run).
+struct CudaLayer {
+  std::unique_ptr<kiln::cuda::Kernel> kernel;
+  size_t workspace_bytes = 0;
+  std::vector<kiln::cuda::DeviceBuffer> in_bufs, out_bufs;
+  kiln::cuda::DeviceBuffer ws_buf;
+  std::vector<Tensor> in_views, out_views;
+  std::vector<const Tensor*> in_ptrs;
+  std::vector<Tensor*> out_ptrs;
+
+  Status enqueue(cudaStream_t stream) {
+    return kernel->enqueue(in_ptrs, out_ptrs, workspace_bytes ? ws_buf.get() : nullptr, stream);
+  }
+};
+
+// Sets up tactic `name` for spec.op on host `inputs` (null: omitted) with output shapes
+// `out_shapes` (dtype kUndefined: not wanted).
+inline Status set_up_cuda_layer(const std::string& name, const kiln::cuda::LayerSpec& spec,
+                                const std::vector<const Tensor*>& inputs, const std::vector<TensorShape>& out_shapes,
+                                CudaLayer* l) {
+  const kiln::cuda::Tactic* t = cuda_tactic_for(name, spec.op);
+  if (!t) return internal_error("no CUDA tactic ", name, " for ", op_name(spec.op));
+  if (!t->supports(spec)) return unsupported("CUDA tactic ", name, " does not support the layer");
+  KILN_ASSIGN_OR_RETURN(l->kernel, t->create(spec));
+  std::vector<TensorShape> in_shapes;
+  for (const Tensor* x : inputs) in_shapes.push_back(x ? TensorShape{x->dtype(), x->dims()} : TensorShape{});
+  KILN_RETURN_IF_ERROR(l->kernel->prepare(in_shapes, out_shapes, &l->workspace_bytes));
+  l->in_bufs = std::vector<kiln::cuda::DeviceBuffer>(inputs.size());
+  l->out_bufs = std::vector<kiln::cuda::DeviceBuffer>(out_shapes.size());
+  l->in_views.assign(inputs.size(), Tensor());
+  l->out_views.assign(out_shapes.size(), Tensor());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i]) {
+      l->in_ptrs.push_back(nullptr);
+      continue;
+    }
+    KILN_RETURN_IF_ERROR(l->in_bufs[i].upload(inputs[i]->raw(), inputs[i]->nbytes() ? inputs[i]->nbytes() : 1));
+    l->in_views[i] = Tensor::wrap(inputs[i]->dtype(), inputs[i]->dims(), l->in_bufs[i].get());
+    l->in_ptrs.push_back(&l->in_views[i]);
+  }
+  for (size_t i = 0; i < out_shapes.size(); ++i) {
+    if (out_shapes[i].dtype == DataType::kUndefined) {
+      l->out_ptrs.push_back(nullptr);
+      continue;
+    }
+    const size_t bytes = static_cast<size_t>(num_elements(out_shapes[i].dims)) * dtype_size(out_shapes[i].dtype);
+    KILN_RETURN_IF_ERROR(l->out_bufs[i].reserve(bytes ? bytes : 1));
+    l->out_views[i] = Tensor::wrap(out_shapes[i].dtype, out_shapes[i].dims, l->out_bufs[i].get());
+    l->out_ptrs.push_back(&l->out_views[i]);
+  }
+  return l->ws_buf.reserve(l->workspace_bytes ? l->workspace_bytes : 1);
+}
+
 struct CudaRun {
   Status status;
   std::vector<Tensor> outputs;  // host copies
   size_t workspace_bytes = 0;
 };
 
-// Runs tactic `name` for spec.op on host `inputs` with output shapes `out_shapes`.
+// Runs tactic `name` for spec.op on host `inputs` with output shapes `out_shapes`, `runs`
+// times, the outputs and workspace filled with NaN bytes before each run.
 inline CudaRun run_cuda(const std::string& name, const kiln::cuda::LayerSpec& spec,
                         const std::vector<const Tensor*>& inputs, const std::vector<TensorShape>& out_shapes,
                         int runs = 2) {
   CudaRun r;
-  const kiln::cuda::Tactic* t = cuda_tactic_for(name, spec.op);
-  if (!t) {
-    r.status = internal_error("no CUDA tactic ", name, " for ", op_name(spec.op));
-    return r;
-  }
-  if (!t->supports(spec)) {
-    r.status = unsupported("CUDA tactic ", name, " does not support the layer");
-    return r;
-  }
-  auto k = t->create(spec);
-  if (!k.is_ok()) {
-    r.status = k.status();
-    return r;
-  }
-  std::vector<TensorShape> in_shapes;
-  for (const Tensor* x : inputs) in_shapes.push_back(x ? TensorShape{x->dtype(), x->dims()} : TensorShape{});
-  size_t ws = 0;
-  r.status = (*k)->prepare(in_shapes, out_shapes, &ws);
-  if (!r.status.is_ok()) return r;
-  r.workspace_bytes = ws;
-  std::vector<kiln::cuda::DeviceBuffer> in_bufs(inputs.size()), out_bufs(out_shapes.size());
-  kiln::cuda::DeviceBuffer ws_buf;
-  std::vector<Tensor> in_views(inputs.size()), out_views(out_shapes.size());
-  std::vector<const Tensor*> in_ptrs;
-  std::vector<Tensor*> out_ptrs;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!inputs[i]) {
-      in_ptrs.push_back(nullptr);
-      continue;
-    }
-    r.status = in_bufs[i].upload(inputs[i]->raw(), inputs[i]->nbytes() ? inputs[i]->nbytes() : 1);
-    if (!r.status.is_ok()) return r;
-    in_views[i] = Tensor::wrap(inputs[i]->dtype(), inputs[i]->dims(), in_bufs[i].get());
-    in_ptrs.push_back(&in_views[i]);
-  }
-  for (size_t i = 0; i < out_shapes.size(); ++i) {
-    if (out_shapes[i].dtype == DataType::kUndefined) {
-      out_ptrs.push_back(nullptr);
-      continue;
-    }
-    const size_t bytes = static_cast<size_t>(num_elements(out_shapes[i].dims)) * dtype_size(out_shapes[i].dtype);
-    r.status = out_bufs[i].reserve(bytes ? bytes : 1);
-    if (!r.status.is_ok()) return r;
-    out_views[i] = Tensor::wrap(out_shapes[i].dtype, out_shapes[i].dims, out_bufs[i].get());
-    out_ptrs.push_back(&out_views[i]);
-  }
-  r.status = ws_buf.reserve(ws ? ws : 1);
+  CudaLayer l;
+  r.status = set_up_cuda_layer(name, spec, inputs, out_shapes, &l);
+  r.workspace_bytes = l.workspace_bytes;
   if (!r.status.is_ok()) return r;
   cudaStream_t stream = nullptr;
   if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess) {
@@ -150,22 +164,22 @@ inline CudaRun run_cuda(const std::string& name, const kiln::cuda::LayerSpec& sp
     return r;
   }
   for (int i = 0; i < runs && r.status.is_ok(); ++i) {
-    for (size_t o = 0; o < out_bufs.size(); ++o) {
-      if (out_ptrs[o]) cudaMemsetAsync(out_bufs[o].get(), 0xFF, out_bufs[o].size(), stream);  // NaN bytes
+    for (size_t o = 0; o < l.out_bufs.size(); ++o) {
+      if (l.out_ptrs[o]) cudaMemsetAsync(l.out_bufs[o].get(), 0xFF, l.out_bufs[o].size(), stream);  // NaN bytes
     }
-    cudaMemsetAsync(ws_buf.get(), 0xFF, ws_buf.size(), stream);
-    r.status = (*k)->enqueue(in_ptrs, out_ptrs, ws ? ws_buf.get() : nullptr, stream);
+    cudaMemsetAsync(l.ws_buf.get(), 0xFF, l.ws_buf.size(), stream);
+    r.status = l.enqueue(stream);
     if (r.status.is_ok()) r.status = kiln::cuda::cuda_status(cudaStreamSynchronize(stream), "kernel execution");
   }
   cudaStreamDestroy(stream);
   if (!r.status.is_ok()) return r;
   for (size_t i = 0; i < out_shapes.size(); ++i) {
-    if (!out_ptrs[i]) {
+    if (!l.out_ptrs[i]) {
       r.outputs.emplace_back();
       continue;
     }
     Tensor h(out_shapes[i].dtype, out_shapes[i].dims);
-    if (h.nbytes()) cudaMemcpy(h.raw(), out_bufs[i].get(), h.nbytes(), cudaMemcpyDeviceToHost);
+    if (h.nbytes()) cudaMemcpy(h.raw(), l.out_bufs[i].get(), h.nbytes(), cudaMemcpyDeviceToHost);
     r.outputs.push_back(std::move(h));
   }
   return r;
@@ -176,36 +190,17 @@ inline CudaRun run_cuda(const std::string& name, const kiln::cuda::LayerSpec& sp
 // the DISABLED_ timing tests, which print and never assert.
 inline double time_layer_ms(const char* tactic, Op op, const Attributes& at, const std::vector<const Tensor*>& ins,
                             const TensorShape& out) {
-  const kiln::cuda::LayerSpec spec = make_cuda_spec(op, &at, ins, {out.dtype});
-  const kiln::cuda::Tactic* t = cuda_tactic_for(tactic, op);
-  if (!t || !t->supports(spec)) return -1;
-  auto k = t->create(spec);
-  if (!k.is_ok()) return -1;
-  std::vector<TensorShape> in_shapes;
-  for (const Tensor* x : ins) in_shapes.push_back({x->dtype(), x->dims()});
-  size_t ws = 0;
-  if (!(*k)->prepare(in_shapes, {out}, &ws).is_ok()) return -1;
-  std::vector<kiln::cuda::DeviceBuffer> bufs(ins.size());
-  std::vector<Tensor> views(ins.size());
-  std::vector<const Tensor*> ptrs;
-  for (size_t i = 0; i < ins.size(); ++i) {
-    if (!bufs[i].upload(ins[i]->raw(), ins[i]->nbytes()).is_ok()) return -1;
-    views[i] = Tensor::wrap(ins[i]->dtype(), ins[i]->dims(), bufs[i].get());
-    ptrs.push_back(&views[i]);
-  }
-  kiln::cuda::DeviceBuffer ob, wsb;
-  if (!ob.reserve(static_cast<size_t>(num_elements(out.dims)) * dtype_size(out.dtype)).is_ok()) return -1;
-  if (!wsb.reserve(ws ? ws : 1).is_ok()) return -1;
-  Tensor ov = Tensor::wrap(out.dtype, out.dims, ob.get());
+  CudaLayer l;
+  if (!set_up_cuda_layer(tactic, make_cuda_spec(op, &at, ins, {out.dtype}), ins, {out}, &l).is_ok()) return -1;
   for (int i = 0; i < 5; ++i) {
-    if (!(*k)->enqueue(ptrs, {&ov}, wsb.get(), nullptr).is_ok()) return -1;
+    if (!l.enqueue(nullptr).is_ok()) return -1;
   }
   cudaEvent_t e0, e1;
   cudaEventCreate(&e0);
   cudaEventCreate(&e1);
   const int reps = 50;
   cudaEventRecord(e0);
-  for (int i = 0; i < reps; ++i) (void)(*k)->enqueue(ptrs, {&ov}, wsb.get(), nullptr);
+  for (int i = 0; i < reps; ++i) (void)l.enqueue(nullptr);
   cudaEventRecord(e1);
   cudaEventSynchronize(e1);
   float ms = 0;

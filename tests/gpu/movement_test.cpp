@@ -18,15 +18,6 @@ using kiln::fast::TensorShape;
 namespace kiln::testing::gpu {
 namespace {
 
-uint32_t seed_for(const std::string& what) { return static_cast<uint32_t>(std::hash<std::string>{}(what)); }
-
-// Random tensor of any dtype (float values in [0.25, 100] with random signs, cast).
-Tensor random_any(DataType dt, const Dims& dims, uint32_t seed) {
-  Tensor f = random_f32(dims, seed, 0.25f, 100.0f);
-  if (dt == DataType::kFloat32) return f;
-  return cast_tensor(f, dt);
-}
-
 // Runs `tactic` and the reference (num_outputs outputs; wanted[i] false: omitted) and
 // expects identical bytes (tol < 0) or values within tol (float outputs).
 void check(const std::string& tactic, Op op, const Attributes& at, const std::vector<const Tensor*>& ins,

@@ -19,11 +19,6 @@ using kiln::fast::TensorShape;
 namespace kiln::testing::gpu {
 namespace {
 
-uint32_t fresh_seed() {
-  static std::mt19937 gen(std::random_device{}());
-  return gen();
-}
-
 const DataType kDtypes[] = {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16};
 
 double tol_for(DataType dt, double f32_tol) {

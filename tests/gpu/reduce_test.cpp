@@ -18,8 +18,6 @@ using kiln::fast::TensorShape;
 namespace kiln::testing::gpu {
 namespace {
 
-uint32_t seed_for(const std::string& what) { return static_cast<uint32_t>(std::hash<std::string>{}(what)); }
-
 double tol_for(DataType dt) { return dt == DataType::kFloat32 ? 1e-5 : dt == DataType::kFloat16 ? 1e-2 : 5e-2; }
 
 // Runs `tactic` against the reference; tol < 0: exact.

@@ -13,11 +13,6 @@
 namespace kiln::testing::fast {
 namespace {
 
-uint32_t fresh_seed() {
-  static std::mt19937 gen(std::random_device{}());
-  return gen();
-}
-
 struct Case {
   std::string name;
   Dims q, k, v;

@@ -43,11 +43,6 @@ int64_t count_allocations(const std::function<void()>& f) {
 
 namespace {
 
-uint32_t fresh_seed() {
-  static std::mt19937 gen(std::random_device{}());
-  return gen();
-}
-
 // Runs `op` fast and reference on `ins` and compares. constant[i] marks constant inputs.
 void check(Op op, const Attributes& at, const std::vector<Tensor>& ins, const std::vector<bool>& constant, double tol,
            const std::string& what, const std::string& tactic = "kiln_elementwise") {

@@ -28,6 +28,19 @@ using kiln::fast::LayerSpec;
 using kiln::fast::Tactic;
 using kiln::fast::TensorShape;
 
+// A seed per process run (printed by the tests on failure, so that it reproduces).
+inline uint32_t fresh_seed() {
+  static std::mt19937 gen(std::random_device{}());
+  return gen();
+}
+
+// A fixed seed per case name (FNV-1a: the same on every platform).
+inline uint32_t seed_for(const std::string& name) {
+  uint32_t h = 2166136261u;
+  for (unsigned char c : name) h = (h ^ c) * 16777619u;
+  return h;
+}
+
 // Random float32 tensor with values of magnitude [lo, hi] and random sign (never zero).
 inline Tensor random_f32(const Dims& dims, uint32_t seed, float lo = 0.25f, float hi = 2.0f) {
   std::mt19937 gen(seed);
@@ -37,6 +50,13 @@ inline Tensor random_f32(const Dims& dims, uint32_t seed, float lo = 0.25f, floa
   float* p = t.data<float>();
   for (int64_t i = 0; i < t.size(); ++i) p[i] = neg(gen) ? -mag(gen) : mag(gen);
   return t;
+}
+
+// Random tensor of any dtype: random_f32 values in [0.25, 100] with random signs, cast.
+inline Tensor random_any(DataType dt, const Dims& dims, uint32_t seed) {
+  Tensor f = random_f32(dims, seed, 0.25f, 100.0f);
+  if (dt == DataType::kFloat32) return f;
+  return cast_tensor(f, dt);
 }
 
 // Uniform float32 tensor in [lo, hi) (may cross zero; for ranges such as Log's domain).

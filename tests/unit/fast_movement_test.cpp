@@ -13,18 +13,6 @@
 namespace kiln::testing::fast {
 namespace {
 
-uint32_t fresh_seed() {
-  static std::mt19937 gen(std::random_device{}());
-  return gen();
-}
-
-// Random tensor of any dtype (values from random_f32 converted; bools random).
-Tensor random_any(DataType dt, const Dims& dims, uint32_t seed) {
-  Tensor f = random_f32(dims, seed, 0.25f, 100.0f);
-  if (dt == DataType::kFloat32) return f;
-  return cast_tensor(f, dt);
-}
-
 // Runs `tactic` and the reference with `num_outputs` outputs (wanted[i] false: omitted
 // in the spec) and expects identical bytes.
 void check(const std::string& tactic, Op op, const Attributes& at, const std::vector<const Tensor*>& ins,

@@ -13,11 +13,6 @@
 namespace kiln::testing::fast {
 namespace {
 
-uint32_t fresh_seed() {
-  static std::mt19937 gen(std::random_device{}());
-  return gen();
-}
-
 // Runs tactic on `op`; `wanted` says which outputs the layer has (the others are omitted
 // in the spec and not prepared); compares each wanted output with the reference.
 void check(const std::string& tactic, Op op, const Attributes& at, const std::vector<Tensor>& ins,
