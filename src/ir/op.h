@@ -1,5 +1,6 @@
 // Canonical op kinds, generated from ops.def.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -36,5 +37,16 @@ inline const char* op_name(Op op) { return op_info(op).name; }
 std::optional<Op> op_from_name(std::string_view name);
 inline bool op_has_flag(Op op, OpFlag f) { return (op_info(op).flags & f) != 0; }
 constexpr int kNumOps = static_cast<int>(Op::kCount);
+
+// Ops whose output is their first input's data unchanged, only with another shape: a
+// copy kernel in each backend, and a view where the memory plan allows
+// (ContextImpl::find_views).
+constexpr std::array<Op, 5> kShapeOnlyOps = {Op::Reshape, Op::Flatten, Op::Squeeze, Op::Unsqueeze, Op::Identity};
+constexpr bool is_shape_only(Op op) {
+  for (Op o : kShapeOnlyOps) {
+    if (o == op) return true;
+  }
+  return false;
+}
 
 }  // namespace kiln

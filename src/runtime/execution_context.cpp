@@ -104,8 +104,7 @@ std::vector<int> ContextImpl::find_views() {
   std::vector<int> root(slots.size(), -1);
   const Graph& g = *spec;
   for (Step& step : steps) {
-    const Op op = step.node->op();
-    if (op != Op::Reshape && op != Op::Flatten && op != Op::Squeeze && op != Op::Unsqueeze && op != Op::Identity) continue;
+    if (!is_shape_only(step.node->op())) continue;
     if (step.in.empty() || step.out.size() != 1 || step.in[0] < 0 || step.out[0] < 0) continue;
     const size_t in = static_cast<size_t>(step.in[0]), out = static_cast<size_t>(step.out[0]);
     const Slot& si = slots[in];

@@ -50,10 +50,6 @@ onnx::ModelProto chain_model() {
   return m;
 }
 
-bool reshape_like(Op op) {
-  return op == Op::Reshape || op == Op::Flatten || op == Op::Squeeze || op == Op::Unsqueeze || op == Op::Identity;
-}
-
 TEST(ReshapeViews, ShareTheInputMemoryAndMatchTheReference) {
   const auto m = chain_model();
   auto e = Builder().build_from_memory(m.SerializeAsString(), BuilderConfig{});
@@ -81,7 +77,7 @@ TEST(ReshapeViews, ShareTheInputMemoryAndMatchTheReference) {
   const ContextImpl& c = (*ctx)->impl();
   int views = 0, reshapes = 0;
   for (const Step& st : c.steps) {
-    if (!reshape_like(st.node->op())) continue;
+    if (!is_shape_only(st.node->op())) continue;
     ++reshapes;
     const bool writes_output = c.spec->is_graph_output(st.node->output(0));
     EXPECT_EQ(st.view, !writes_output) << st.node->describe();

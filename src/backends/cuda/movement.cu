@@ -1213,7 +1213,7 @@ Result<std::unique_ptr<Kernel>> resize_create(const LayerSpec& spec) {
 }  // namespace
 
 void add_movement_tactics(std::vector<Tactic>& out) {
-  for (Op op : {Op::Reshape, Op::Flatten, Op::Squeeze, Op::Unsqueeze, Op::Identity}) {
+  for (Op op : kShapeOnlyOps) {
     out.push_back({"kiln_cuda_copy", op, copy_supports, copy_create});
   }
   out.push_back({"kiln_cuda_transpose", Op::Transpose, transpose_supports, transpose_create});

@@ -698,7 +698,7 @@ Result<std::unique_ptr<Kernel>> cast_create(const LayerSpec& spec) {
 }  // namespace
 
 void add_movement_tactics(std::vector<Tactic>& out) {
-  for (Op op : {Op::Reshape, Op::Flatten, Op::Squeeze, Op::Unsqueeze, Op::Identity}) {
+  for (Op op : kShapeOnlyOps) {
     out.push_back({"kiln_copy", op, copy_supports, copy_create});
   }
   out.push_back({"kiln_transpose", Op::Transpose, transpose_supports, transpose_create});
