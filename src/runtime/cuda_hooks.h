@@ -41,8 +41,6 @@ double cuda_last_gpu_ms(const ContextImpl& c);
 // mode, ContextImpl::host_mode: every layer).
 bool cuda_uses_graph(const ContextImpl& c);
 int cuda_fallback_layers(const ContextImpl& c);
-// How many Reshape-like layers run as views of their input's device memory (no kernel).
-int cuda_alias_layers(const ContextImpl& c);
 
 // Host mode (runtime/cuda_host_mode.cpp). Frees the context's device memory and CUDA graph
 // (kept: handles and streams); queues a copy between host and device memory, its direction

@@ -20,7 +20,6 @@ void cuda_set_graphs(ContextImpl&, bool) {}
 double cuda_last_gpu_ms(const ContextImpl&) { return -1; }
 bool cuda_uses_graph(const ContextImpl&) { return false; }
 int cuda_fallback_layers(const ContextImpl&) { return 0; }
-int cuda_alias_layers(const ContextImpl&) { return 0; }
 void cuda_release_device_memory(ContextImpl&) {}
 Status cuda_copy(void*, const void*, size_t, void*) { return no_cuda(); }
 Status cuda_wait(void*) { return no_cuda(); }

@@ -658,13 +658,6 @@ int cuda_fallback_layers(const ContextImpl& c) {
   return c.cuda ? static_cast<const CudaState*>(c.cuda.get())->fallbacks : 0;
 }
 
-int cuda_alias_layers(const ContextImpl& c) {
-  if (!c.cuda || c.host_mode) return 0;
-  int n = 0;
-  for (const Step& s : c.steps) n += s.view;
-  return n;
-}
-
 void cuda_release_device_memory(ContextImpl& c) {
   if (!c.cuda) return;
   CudaState& st = state_of(c);
